@@ -1,0 +1,82 @@
+"""The one error tree for failures a user must act on.
+
+Every message names the thing that is wrong and where to look (file, field, task id). The CLI maps
+the classes to exit codes (SPEC §11)::
+
+    WfbenchError                      base; never raised directly
+    ├── InputError                    exit 2: invalid input or configuration, before any paid work
+    │   ├── ValidationFailed          one or more files failed validation (carries every issue)
+    │   ├── UnknownTaskError          a task id that is not defined under tasks/
+    │   ├── BindingError              a task's repository or ref cannot be bound to a commit
+    │   │   └── BindingDriftError     a pinned binding no longer matches the task definition
+    │   └── OracleCaptureError        a declared oracle file is missing, unsafe or too large
+    ├── IntegrityError                exit 1: a guarantee could not be established; nothing is kept
+    │   ├── SanitizeError             the sanitized template failed a post-build check
+    │   └── GraphScrubError           the code graph contains a benchmark-owned marker
+    ├── ContainmentError              exit 2: the sandbox cannot be established (fail closed)
+    └── CommandError                  exit 1: a harness-owned command (git, indexer) failed
+
+``IntegrityError`` subclasses are loud on purpose: they mean the harness could leak the answer to
+an agent, so the materialization fails instead of producing a weaker artifact.
+"""
+
+
+class WfbenchError(Exception):
+    """Base class of every user-facing wfbench failure."""
+
+    exit_code = 1
+
+
+class InputError(WfbenchError):
+    """Invalid input or configuration, detected before any paid work."""
+
+    exit_code = 2
+
+
+class ValidationFailed(InputError):
+    """One or more benchmark files are invalid; ``issues`` lists every problem found."""
+
+    def __init__(self, issues: list["Issue"]) -> None:  # noqa: F821 - defined in catalog
+        self.issues = issues
+        lines = [str(i) for i in issues]
+        super().__init__(
+            f"{len(issues)} validation error(s):\n  " + "\n  ".join(lines) if lines else "invalid"
+        )
+
+
+class UnknownTaskError(InputError):
+    """A task id that is not defined in the benchmark directory."""
+
+
+class BindingError(InputError):
+    """The task's repository or ref cannot be bound to a commit."""
+
+
+class BindingDriftError(BindingError):
+    """A pinned binding no longer matches the task definition."""
+
+
+class OracleCaptureError(InputError):
+    """A declared oracle file is missing, not a regular file, unsafe, or too large."""
+
+
+class IntegrityError(WfbenchError):
+    """A guarantee the harness relies on could not be established."""
+
+
+class SanitizeError(IntegrityError):
+    """The sanitized template failed one of its post-build checks."""
+
+
+class GraphScrubError(IntegrityError):
+    """The code graph contains a benchmark-owned marker."""
+
+
+class ContainmentError(WfbenchError):
+    """The sandbox cannot be established; the run stops before any paid work."""
+
+    exit_code = 2
+
+
+class CommandError(WfbenchError):
+    """A harness-owned command (git, an indexer) failed."""

@@ -1,0 +1,107 @@
+"""The one gateway for files the harness writes.
+
+Every file is written to a temporary sibling, flushed, fsynced and renamed into place, so a crash
+or kill leaves either the old file or the new one, never a torn one. Content-addressed stores are
+made read-only after they are complete.
+"""
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+_RO_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+_RO_DIR = _RO_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def atomic_write_json(path: Path, value: Any, *, mode: int = 0o644) -> Path:
+    """Write ``value`` as indented, key-sorted JSON to ``path`` atomically."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return atomic_write_text(path, text, mode=mode)
+
+
+def make_tree_readonly(root: Path) -> None:
+    """Remove every write bit below (and including) ``root``; symlinks are left alone."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode & ~0o222)
+        for name in dirnames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode & ~0o222)
+    os.chmod(root, os.stat(root).st_mode & ~0o222)
+
+
+def make_tree_writable(root: Path) -> None:
+    """Restore owner write bits below ``root`` (so a read-only store can be removed)."""
+    if not root.exists():
+        return
+    os.chmod(root, os.stat(root).st_mode | stat.S_IWUSR)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
+
+
+def remove_tree(root: Path) -> None:
+    """Delete ``root`` even if it was made read-only; a missing path is not an error."""
+    if not os.path.lexists(root):
+        return
+    if os.path.islink(root) or root.is_file():
+        os.unlink(root)
+        return
+    make_tree_writable(root)
+    shutil.rmtree(root)
+
+
+def publish_dir(staging: Path, final: Path) -> Path:
+    """Move a fully built ``staging`` directory to ``final`` atomically.
+
+    When ``final`` already exists (content-addressed: another run published the same content),
+    the staging copy is discarded and the existing one is kept.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(staging, final)
+    except OSError:
+        if final.exists():
+            remove_tree(staging)
+        else:
+            raise
+    return final
+
+
+def staging_dir(parent: Path, prefix: str) -> Path:
+    """A fresh private directory under ``parent`` for building something before publishing it."""
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{prefix}.", dir=parent))

@@ -1,0 +1,235 @@
+"""``wfbench``: the command line, a thin layer over the core and the Dagster instance.
+
+Exit codes (SPEC §11): 0 done; 1 a run failed; 2 invalid input or configuration (before any paid
+work); 130 cancelled. Commands that report data take ``--json``. Dagster is imported only by the
+commands that touch the instance, so ``wfbench validate`` stays fast.
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from bench_assets import __version__
+from bench_assets.catalog import collect_issues, load_benchmark
+from bench_assets.errors import ValidationFailed, WfbenchError
+from bench_assets.hashing import short
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"wfbench: {message}", err=True)
+    sys.exit(code)
+
+
+def _progress(message: str) -> None:
+    click.echo(f"  {message}", err=True)
+
+
+def _instance() -> Any:
+    import dagster as dg
+
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        default = Path("dagster_home").resolve()
+        if not (default / "dagster.yaml").is_file():
+            _fail(
+                "DAGSTER_HOME is not set and ./dagster_home/dagster.yaml does not exist; "
+                "run from the repository root or export DAGSTER_HOME",
+                EXIT_INVALID,
+            )
+        os.environ["DAGSTER_HOME"] = str(default)
+    return dg.DagsterInstance.get()
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ValidationFailed as e:
+            click.echo(str(e), err=True)
+            sys.exit(EXIT_INVALID)
+        except WfbenchError as e:
+            _fail(str(e), e.exit_code)
+        except KeyboardInterrupt:
+            _fail("cancelled", EXIT_CANCELLED)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="wfbench")
+def main() -> None:
+    """Benchmark coding-agent skill text as Dagster assets.
+
+    Typical flow: `wfbench validate` (check tasks/), `wfbench sync` (task partitions and pool
+    limits into the Dagster instance), `wfbench inputs` (bindings, oracle snapshots and sanitized
+    graphs for every task). The instance is $DAGSTER_HOME (default ./dagster_home).
+
+    Exit codes: 0 done, 1 a run failed, 2 invalid input or configuration, 130 cancelled.
+    """
+
+
+@main.command()
+@click.argument("tasks_dir", default="tasks", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print {ok, errors: [{file, field, message}]}.")
+def validate(tasks_dir: Path, as_json: bool) -> None:
+    """Validate bench.yaml, every task and every candidate under TASKS_DIR (default: tasks).
+
+    Reports every problem, one per line, as `file: field.path: what is wrong`, and exits 2 if
+    there is any; exits 0 when everything is valid.
+    """
+    issues, bench = collect_issues(tasks_dir)
+    if as_json:
+        click.echo(json.dumps({"ok": not issues, "errors": [i.as_dict() for i in issues]}, indent=2))
+    elif issues:
+        for issue in issues:
+            click.echo(str(issue), err=True)
+        click.echo(f"{len(issues)} error(s) in {tasks_dir}", err=True)
+    else:
+        assert bench is not None
+        click.echo(
+            f"{tasks_dir}: ok — {len(bench.tasks)} task(s), {len(bench.config.arms)} arm(s), "
+            f"{bench.config.runs} run(s) each, {len(bench.candidates)} queued candidate(s)"
+        )
+    sys.exit(EXIT_INVALID if issues else EXIT_OK)
+
+
+@main.command()
+@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
+def sync(tasks_dir: Path, as_json: bool) -> None:
+    """Make the Dagster `tasks` partitions equal to the task folders; apply pool limits.
+
+    Refuses (exit 2, nothing changed) while any benchmark file is invalid. Partitions of removed
+    tasks are deleted; their history stays in the event log.
+    """
+    from bench_assets.defs.instance_ops import sync_instance
+
+    bench = load_benchmark(tasks_dir)
+    plan, limits = sync_instance(_instance(), bench)
+    body = {"added": plan.add, "deleted": plan.delete, "tasks": bench.task_ids(), "pools": limits}
+    if as_json:
+        click.echo(json.dumps(body, indent=2))
+        return
+    click.echo(
+        f"task partitions: {len(bench.tasks)} ({len(plan.add)} added, {len(plan.delete)} deleted)"
+    )
+    for name in plan.add:
+        click.echo(f"  + {name}")
+    for name in plan.delete:
+        click.echo(f"  - {name}")
+    click.echo("pools: " + ", ".join(f"{k}={v}" for k, v in limits.items()))
+
+
+@main.command()
+@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option("--task", "only", multiple=True, help="Only this task (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the per-task table as JSON.")
+def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
+    """Materialize the input assets of every task and print what they hold.
+
+    Runs `incumbent_skills`, then `task_bindings`, `oracle_snapshots` and `sanitized_graphs` for
+    each task partition against the instance, and prints binding SHA, oracle digest, sanitized SHA
+    and graph size per task. Unchanged inputs keep their data versions.
+    """
+    from bench_assets.defs.instance_ops import StepFailed, materialize_inputs, sync_instance
+
+    bench = load_benchmark(tasks_dir)
+    task_ids = [bench.task(t).id for t in only] if only else bench.task_ids()
+    instance = _instance()
+    sync_instance(instance, bench)
+    start = time.monotonic()
+    try:
+        out = materialize_inputs(
+            instance,
+            task_ids,
+            tasks_dir=str(bench.root),
+            artifact_root=os.environ.get("WFBENCH_ARTIFACTS", ""),
+            progress=_progress,
+        )
+    except StepFailed as e:
+        from bench_assets import errors
+
+        cls = getattr(errors, e.cls_name, None)
+        code = cls.exit_code if isinstance(cls, type) and issubclass(cls, WfbenchError) else 1
+        _fail(f"{e.step}: {e.cls_name}: {e.message}", code)
+    rows = []
+    for task_id in task_ids:
+        md = out[task_id]
+        b, o, g = md["task_bindings"], md["oracle_snapshots"], md["sanitized_graphs"]
+        rows.append(
+            {
+                "task": task_id,
+                "binding_sha": b.get("resolved_sha"),
+                "binding_version": b.get("data_version"),
+                "oracle_digest": o.get("digest"),
+                "sanitized_sha": g.get("sanitized_sha"),
+                "graph_nodes": g.get("graph_nodes"),
+                "graph_edges": g.get("graph_edges"),
+                "graph_version": g.get("data_version"),
+            }
+        )
+    skills = out[""]["incumbent_skills"]
+    if as_json:
+        click.echo(json.dumps({"skills_digest": skills.get("digest"), "tasks": rows}, indent=2))
+        return
+    header = f"{'task':<28} {'binding sha':<14} {'oracle':<14} {'sanitized sha':<14} {'nodes':>6} {'edges':>6}"
+    click.echo(header)
+    click.echo("-" * len(header))
+    for r in rows:
+        click.echo(
+            f"{r['task']:<28} {short(str(r['binding_sha'])):<14} {short(str(r['oracle_digest'])):<14} "
+            f"{short(str(r['sanitized_sha'])):<14} {r['graph_nodes']!s:>6} {r['graph_edges']!s:>6}"
+        )
+    click.echo(
+        f"incumbent skills {short(str(skills.get('digest')))} ({skills.get('file_count')} files); "
+        f"{len(rows)} task(s) in {time.monotonic() - start:.1f} s"
+    )
+
+
+@main.command()
+@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option("--task", "only", multiple=True, help="Only pin this task (repeatable).")
+def pin(tasks_dir: Path, only: tuple[str, ...]) -> None:
+    """Write tasks/bindings.lock: bind tasks now and hold those bindings fixed.
+
+    A pinned task keeps its commit even if its ref moves; any later change to its prompt, setup,
+    verify, task file or oracle is refused before paid work ("task binding drifted"). Delete the
+    entry (or re-run pin) to accept a change.
+    """
+    from bench_assets import binding as binding_mod
+    from bench_assets import oracle as oracle_mod
+    from bench_assets.store import ArtifactStore, default_artifact_root
+
+    bench = load_benchmark(tasks_dir)
+    artifacts = ArtifactStore(default_artifact_root())
+    pins = binding_mod.read_pins(bench)
+    for task_id in [bench.task(t).id for t in only] if only else bench.task_ids():
+        task = bench.task(task_id)
+        snapshot, _ = oracle_mod.capture(task, bench.config.limits)
+        # Bound without the old pin, so that re-pinning accepts the current definition.
+        pins[task_id] = binding_mod.bind(task, snapshot, artifacts)
+        click.echo(f"pinned {task_id} at {pins[task_id].resolved_sha}")
+    click.echo(f"wrote {binding_mod.write_pins(bench, pins)}")
+
+
+@main.command()
+@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option("--check", is_flag=True, help="Exit 1 if the shipped schema files are stale.")
+def schema(tasks_dir: Path, check: bool) -> None:
+    """Regenerate the JSON Schema files in TASKS/schema/ from the models (editor completion)."""
+    from bench_assets import schema as schema_mod
+
+    target = tasks_dir / "schema"
+    if check:
+        stale = schema_mod.stale(target)
+        if stale:
+            _fail(f"stale schema files in {target}: {', '.join(stale)}; run `wfbench schema`", 1)
+        click.echo(f"{target}: up to date")
+        return
+    for path in schema_mod.write(target):
+        click.echo(f"wrote {path}")

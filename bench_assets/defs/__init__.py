@@ -1,0 +1,1 @@
+"""Dagster objects only: every module here is loaded by ``bench_assets.definitions``."""

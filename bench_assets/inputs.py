@@ -1,0 +1,112 @@
+"""Building the per-task input artifacts: binding, oracle snapshot, sanitized template and graph.
+
+These are the functions the ``task_bindings``, ``oracle_snapshots`` and ``sanitized_graphs``
+assets call (and the CLI and benchmarks call directly). Each returns a small record whose
+``digest`` is the asset's data version and whose fields become readable metadata.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_assets import binding as binding_mod
+from bench_assets import oracle as oracle_mod
+from bench_assets import sanitize
+from bench_assets.binding import TaskBinding
+from bench_assets.catalog import Benchmark, Task
+from bench_assets.errors import BindingDriftError
+from bench_assets.graph import GraphInfo, build_graph
+from bench_assets.hashing import sha256_json
+from bench_assets.oracle import OracleSnapshot
+from bench_assets.store import ArtifactStore
+
+
+@dataclass(frozen=True)
+class BoundTask:
+    """A task's binding and where its record is stored."""
+
+    binding: TaskBinding
+    path: Path
+
+
+@dataclass(frozen=True)
+class CapturedOracle:
+    """A task's stored oracle snapshot."""
+
+    snapshot: OracleSnapshot
+    path: Path
+
+
+@dataclass(frozen=True)
+class SanitizedGraph:
+    """A task's sanitized template and its code graph."""
+
+    template: sanitize.Template
+    graph: GraphInfo
+
+    @property
+    def digest(self) -> str:
+        """Data version of the ``sanitized_graphs`` partition."""
+        return sha256_json(
+            {"sanitized_sha": self.template.info.sanitized_sha, "graph": self.graph.digest}
+        )
+
+
+def bind_task(bench: Benchmark, task_id: str, artifacts: ArtifactStore) -> BoundTask:
+    """Bind one task (honouring ``tasks/bindings.lock``) and store the record."""
+    task = bench.task(task_id)
+    snapshot, _ = oracle_mod.capture(task, bench.config.limits)
+    pin = binding_mod.read_pins(bench).get(task_id)
+    b = binding_mod.bind(task, snapshot, artifacts, pin=pin)
+    return BoundTask(b, binding_mod.save(b, artifacts))
+
+
+def capture_oracle(
+    bench: Benchmark, task_id: str, bound: TaskBinding, artifacts: ArtifactStore
+) -> CapturedOracle:
+    """Capture and store a task's oracle, refusing bytes that changed since binding."""
+    task = bench.task(task_id)
+    snapshot, payloads = oracle_mod.capture(task, bench.config.limits)
+    if snapshot.digest != bound.oracle_digest:
+        raise BindingDriftError(
+            f"task binding drifted for {task_id}: oracle_digest (the oracle files or command "
+            "changed after the task was bound; re-materialize task_bindings)"
+        )
+    return CapturedOracle(snapshot, oracle_mod.store(snapshot, payloads, artifacts))
+
+
+def benchmark_paths(bench: Benchmark, task: Task, bound: TaskBinding) -> list[str]:
+    """Repository paths removed from the template: configured ones plus the tasks folder."""
+    paths = set(bench.config.sanitize.remove)
+    if bound.repo_kind == "path":
+        try:
+            paths.add(bench.root.relative_to(Path(bound.repo_identity)).as_posix())
+        except ValueError:
+            pass
+    return sorted(p for p in paths if p not in ("", "."))
+
+
+def build_sanitized_graph(
+    bench: Benchmark,
+    task_id: str,
+    bound: TaskBinding,
+    captured: CapturedOracle,
+    artifacts: ArtifactStore,
+) -> SanitizedGraph:
+    """Build (or reuse) the task's sanitized template, then index it into a clean graph."""
+    task = bench.task(task_id)
+    payloads = oracle_mod.verify_stored(captured.snapshot, artifacts)
+    template = sanitize.build_template(
+        binding_mod.source_git_dir(bound, artifacts),
+        bound.resolved_sha,
+        artifacts,
+        remove=benchmark_paths(bench, task, bound),
+        forbidden_blobs=payloads,
+    )
+    graph = build_graph(
+        template,
+        captured.snapshot,
+        bench.config.graph,
+        artifacts,
+        timeout_s=bench.config.limits.graph_timeout_s,
+    )
+    return SanitizedGraph(template, graph)

@@ -1,0 +1,554 @@
+"""pydantic models of the files users write: ``tasks/bench.yaml`` and ``tasks/<id>/task.yaml``.
+
+Every model forbids unknown keys and uses strict types (YAML ``"3"`` is not the integer 3, ``yes``
+written as a string is not a boolean). Field docstrings become the descriptions in the generated
+JSON Schema (``tasks/schema/``), which editors use for completion.
+"""
+
+import re
+from pathlib import PurePosixPath
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""Task ids: artifact-safe slugs, also valid Dagster partition keys."""
+
+ARM_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,63}$")
+"""Arm names: lowercase; no dot so that cell keys ``<arm>.r<k>`` parse unambiguously."""
+
+RESERVED_DIRS = frozenset({"skills", "candidates", "replays", "schema"})
+"""Folders of ``tasks/`` that hold benchmark data other than tasks."""
+
+_MUTABLE_ALIAS_RE = re.compile(r"(^|[-/@:])(latest|auto|default|stable|preview|current)$", re.I)
+_MAX_COMMAND = 8 * 1024
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _nonblank(value: str, what: str) -> str:
+    if not value.strip():
+        raise ValueError(f"{what} must not be empty")
+    if "\x00" in value:
+        raise ValueError(f"{what} must not contain NUL")
+    return value
+
+
+def _command(value: str, what: str) -> str:
+    _nonblank(value, what)
+    if len(value.encode("utf-8")) > _MAX_COMMAND:
+        raise ValueError(f"{what} is longer than {_MAX_COMMAND} bytes")
+    return value
+
+
+def safe_relative_path(value: str, what: str, *, allow_glob: bool = False) -> str:
+    """Check that ``value`` is a relative POSIX path that stays inside its root.
+
+    Rejects absolute paths, ``..`` / ``.`` / empty components, backslashes, NUL, a first component
+    ``.git``, and names longer than 240 bytes. Returns the normalised path.
+    """
+    if not value or "\x00" in value or "\\" in value:
+        raise ValueError(f"{what} {value!r} must be a non-empty POSIX path without NUL or '\\'")
+    if len(value.encode("utf-8")) > 240:
+        raise ValueError(f"{what} {value!r} is longer than 240 bytes")
+    if value.startswith("/"):
+        raise ValueError(f"{what} {value!r} must be relative, not absolute")
+    parts = value.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{what} {value!r} must not contain '..', '.' or empty components")
+    if parts[0] == ".git":
+        raise ValueError(f"{what} {value!r} must not point into .git")
+    if not allow_glob and any(c in value for c in "*?["):
+        raise ValueError(f"{what} {value!r} must be a plain path, not a glob")
+    return str(PurePosixPath(value))
+
+
+def check_model_id(value: str) -> str:
+    """Reject blank model ids and mutable aliases (``latest``, ``auto``, …)."""
+    _nonblank(value, "model id")
+    if value != value.strip() or any(c.isspace() for c in value):
+        raise ValueError(f"model id {value!r} must not contain whitespace")
+    if _MUTABLE_ALIAS_RE.search(value):
+        raise ValueError(
+            f"model id {value!r} is a mutable alias; name a versioned model "
+            "(e.g. claude-sonnet-4-5-20250929) so runs stay comparable"
+        )
+    return value
+
+
+OracleFileName = Annotated[str, AfterValidator(lambda v: safe_relative_path(v, "oracle file"))]
+ProtectedGlob = Annotated[
+    str, AfterValidator(lambda v: safe_relative_path(v, "protected glob", allow_glob=True))
+]
+RepoPath = Annotated[str, AfterValidator(lambda v: safe_relative_path(v, "path"))]
+
+
+# --------------------------------------------------------------------------------------------
+# task.yaml
+
+
+class OracleSpec(_Strict):
+    """The hidden behavioural test, staged only after the agent exits."""
+
+    command: str
+    """Shell command run offline with the workspace read-only; ``$WFBENCH_ORACLE_ROOT`` is the
+    staged folder. Its output is never stored: only pass/fail."""
+    files: list[OracleFileName] = Field(min_length=1, max_length=16)
+    """Names of files in ``<id>/oracle/`` to stage (flat names or relative paths)."""
+
+    @field_validator("command")
+    @classmethod
+    def _check_command(cls, v: str) -> str:
+        return _command(v, "oracle command")
+
+    @field_validator("files")
+    @classmethod
+    def _check_files(cls, v: list[str]) -> list[str]:
+        dup = sorted({f for f in v if v.count(f) > 1})
+        if dup:
+            raise ValueError(f"duplicate oracle files: {', '.join(dup)}")
+        return v
+
+
+class TaskTimeouts(_Strict):
+    """Per-task timeout overrides in seconds (recorded in the cell identity)."""
+
+    setup_s: int | None = Field(default=None, gt=0, le=86_400)
+    session_s: int | None = Field(default=None, gt=0, le=86_400)
+    verify_s: int | None = Field(default=None, gt=0, le=86_400)
+    oracle_s: int | None = Field(default=None, gt=0, le=86_400)
+
+
+class TaskResources(_Strict):
+    """Per-task resource profile (recorded in the cell identity)."""
+
+    memory_mb: int | None = Field(default=None, gt=0)
+    """Address-space cap for every sandboxed process of the task."""
+    max_output_bytes: int | None = Field(default=None, gt=0)
+    """Cap on captured stdout/stderr per command."""
+
+
+class ReviewSpec(_Strict):
+    """Review tasks: hidden labels and the output contract (SPEC §6.5)."""
+
+    labels: str
+    """Name of the labels file among ``oracle.files``."""
+    output: Literal["review-json-v1"] = "review-json-v1"
+    """The JSON artifact contract the reviewing agent must write."""
+
+    @field_validator("labels")
+    @classmethod
+    def _check_labels(cls, v: str) -> str:
+        return safe_relative_path(v, "review labels file")
+
+
+class TaskSpec(_Strict):
+    """One benchmark problem: ``tasks/<id>/task.yaml``."""
+
+    id: str
+    """Slug equal to the folder name: ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}``."""
+    class_: str = Field(alias="class")
+    """Label for analysis, e.g. ``bug``, ``feature``, ``cross-module``, ``review-defect``."""
+    repo: str
+    """``inline`` (the folder ``repo/`` beside task.yaml) or a path to a local git repository,
+    relative to the task folder or absolute."""
+    ref: str | None = None
+    """Git ref for a repo path (default ``HEAD``); resolved once to a full SHA and pinned."""
+    prompt: str
+    """Task text given verbatim to every arm."""
+    verify: str
+    """Model-visible command; exit 0 means the agent's own tests pass. A signal, never sufficient."""
+    oracle: OracleSpec
+    setup: str | None = None
+    """Command run in the fresh worktree before any agent session."""
+    protected: list[ProtectedGlob] = Field(default_factory=list)
+    """Globs restored to their template state before ``verify`` and the oracle run."""
+    expensive: bool = False
+    """Skipped unless selected explicitly."""
+    timeouts: TaskTimeouts = Field(default_factory=TaskTimeouts)
+    resources: TaskResources = Field(default_factory=TaskResources)
+    review: ReviewSpec | None = None
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, v: str) -> str:
+        if not TASK_ID_RE.match(v) or ".." in v:
+            raise ValueError(
+                f"task id {v!r} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}} without '..'"
+            )
+        return v
+
+    @field_validator("class_")
+    @classmethod
+    def _check_class(cls, v: str) -> str:
+        return _nonblank(v, "class")
+
+    @field_validator("repo")
+    @classmethod
+    def _check_repo(cls, v: str) -> str:
+        return _nonblank(v, "repo")
+
+    @field_validator("prompt")
+    @classmethod
+    def _check_prompt(cls, v: str) -> str:
+        return _nonblank(v, "prompt")
+
+    @field_validator("verify")
+    @classmethod
+    def _check_verify(cls, v: str) -> str:
+        return _command(v, "verify command")
+
+    @field_validator("setup")
+    @classmethod
+    def _check_setup(cls, v: str | None) -> str | None:
+        return None if v is None else _command(v, "setup command")
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> "TaskSpec":
+        if self.repo == "inline" and self.ref is not None:
+            raise ValueError("ref applies only to a repo path; an inline repo has one commit")
+        if self.ref is not None:
+            _nonblank(self.ref, "ref")
+        if self.review is not None and self.review.labels not in self.oracle.files:
+            raise ValueError(f"review.labels {self.review.labels!r} is not among oracle.files")
+        return self
+
+    @property
+    def is_inline(self) -> bool:
+        """Whether the repository is the inline ``repo/`` folder."""
+        return self.repo == "inline"
+
+
+# --------------------------------------------------------------------------------------------
+# bench.yaml: arms and agent adapters
+
+
+class ReplayAgent(_Strict):
+    """Apply recorded predictions (SWE-bench lines + ``run`` + ``usage``) instead of a session."""
+
+    adapter: Literal["replay"]
+    predictions: str
+    """JSONL file, relative to ``tasks/``."""
+
+    @field_validator("predictions")
+    @classmethod
+    def _check_predictions(cls, v: str) -> str:
+        return safe_relative_path(v, "predictions file")
+
+
+class CommandAgent(_Strict):
+    """Any agent CLI, run from an argv template."""
+
+    adapter: Literal["command"]
+    argv: list[str] = Field(min_length=1)
+    """Template; placeholders ``{prompt_file}``, ``{workdir}``, ``{model}``, ``{effort}``."""
+    network: bool = False
+    """Whether the session needs the network (e.g. the model API)."""
+    env: list[str] = Field(default_factory=list)
+    """Names of host environment variables passed into the session (credentials)."""
+    version: str | None = None
+    """Agent CLI version recorded in the cell identity."""
+
+
+class ClaudeCodeAgent(_Strict):
+    """The real Claude Code CLI in headless mode (``-p``, stream-json output)."""
+
+    adapter: Literal["claude-code"]
+    executable: str = "claude"
+    allowed_tools: list[str] = Field(default_factory=list)
+    disallowed_tools: list[str] = Field(default_factory=list)
+    max_turns: int | None = Field(default=None, gt=0)
+    expected_skill: str | None = None
+    """Skill that must be proven invoked in the transcript, else ``skill-not-invoked``."""
+    env: list[str] = Field(default_factory=lambda: ["ANTHROPIC_API_KEY"])
+    """Names of host environment variables passed into the session."""
+
+
+AgentSpec = Annotated[ReplayAgent | CommandAgent | ClaudeCodeAgent, Field(discriminator="adapter")]
+
+
+class ArmSpec(_Strict):
+    """One agent configuration under test."""
+
+    agent: AgentSpec
+    skills: Literal["none", "incumbent", "candidate"]
+    """Which skill tree the worktree gets: none, the incumbent, or incumbent + candidate overlay."""
+    role: Literal["comparator", "candidate"] = "comparator"
+    pairs_with: str | None = None
+    """For a candidate arm: the comparator arm (with incumbent skills) it is judged against."""
+
+    @model_validator(mode="after")
+    def _check_role(self) -> "ArmSpec":
+        if self.role == "candidate":
+            if self.skills != "candidate":
+                raise ValueError("a candidate arm must use skills: candidate")
+            if self.pairs_with is None:
+                raise ValueError("a candidate arm needs pairs_with: <incumbent comparator arm>")
+        else:
+            if self.skills == "candidate":
+                raise ValueError("skills: candidate requires role: candidate")
+            if self.pairs_with is not None:
+                raise ValueError("pairs_with applies only to candidate arms")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# bench.yaml: the rest
+
+
+class SkillsConfig(_Strict):
+    """Where the incumbent skill tree lives and where it is installed in a worktree."""
+
+    source: str = "skills"
+    """Folder relative to ``tasks/``."""
+    install_path: str = ".claude/skills"
+    """Path inside every worktree."""
+
+    @field_validator("source", "install_path")
+    @classmethod
+    def _check_paths(cls, v: str) -> str:
+        return safe_relative_path(v, "skills path")
+
+
+class PolicyConfig(_Strict):
+    """Promotion gate settings, preregistered before a generation runs (SPEC §9)."""
+
+    name: Literal["paired", "strict"] = "paired"
+    metric: Literal["cost_usd", "total_tokens", "duration_s", "turns"] = "cost_usd"
+    """The efficiency metric a candidate must improve."""
+    min_runs: int = Field(default=3, ge=1)
+    """Valid runs per task and arm below which a task cannot be gated."""
+    min_improvement: float = Field(default=0.05, ge=0, lt=1)
+    """Required relative improvement of the median metric (0.05 = 5 % cheaper)."""
+    resolve_margin: float = Field(default=0.10, ge=0, le=1)
+    """Non-inferiority margin on resolve rate (paired) / allowed per-task drop (strict)."""
+    efficiency_regression_cap: float = Field(default=0.25, ge=0)
+    """Largest per-task metric regression tolerated (0.25 = 25 % more expensive)."""
+    min_gated_share: float = Field(default=0.5, gt=0, le=1)
+    """Share of tasks that must be gated (both arms resolved something) to decide."""
+    quality_floor: float = Field(default=0.0, ge=0, le=1)
+    """Minimum oracle-backed resolve rate of the candidate over gated tasks."""
+    ungated_spend_cap: float = Field(default=1.5, gt=0)
+    """Mutually unresolved tasks: candidate median spend at most this multiple of the incumbent."""
+    confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    bootstrap_samples: int = Field(default=10_000, ge=100, le=1_000_000)
+    seed: int = 20260101
+    """Seed of the task-cluster bootstrap: decisions are reproducible."""
+
+
+class ReuseConfig(_Strict):
+    """Comparator-cell reuse (SPEC §10.1)."""
+
+    max_age_days: int = Field(default=90, ge=0)
+    canaries: int = Field(default=1, ge=0)
+    """Fresh cells paid per comparator arm per generation even when all are reusable."""
+
+
+class ScheduleConfig(_Strict):
+    """When the weekly generation starts."""
+
+    cron: str = "0 3 * * 6"
+    timezone: Literal["UTC"] = "UTC"
+    enabled: bool = True
+
+    @field_validator("cron")
+    @classmethod
+    def _check_cron(cls, v: str) -> str:
+        validate_cron(v)
+        return v
+
+
+class LimitsConfig(_Strict):
+    """Timeouts, concurrency and safety limits."""
+
+    setup_timeout_s: int = Field(default=600, gt=0)
+    session_timeout_s: int = Field(default=1800, gt=0)
+    verify_timeout_s: int = Field(default=600, gt=0)
+    oracle_timeout_s: int = Field(default=600, gt=0)
+    graph_timeout_s: int = Field(default=1800, gt=0)
+    agent_sessions: int = Field(default=2, ge=1, le=256)
+    """Concurrency limit of the ``agent_sessions`` pool."""
+    graph_builds: int = Field(default=1, ge=1, le=64)
+    """Concurrency limit of the ``graph_build`` pool."""
+    outage_streak: int = Field(default=5, ge=1)
+    """Consecutive systemic failures that trip the outage breaker."""
+    oracle_file_bytes: int = Field(default=512 * 1024, gt=0)
+    oracle_total_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
+    output_tail_bytes: int = Field(default=8 * 1024, gt=0)
+
+
+class ProposerConfig(_Strict):
+    """How candidate overlays are produced (SPEC §10.2)."""
+
+    kind: Literal["queue", "command"] = "queue"
+    queue: str = "candidates"
+    """Folder of queued overlays, relative to ``tasks/``."""
+    argv: list[str] | None = None
+    """For ``kind: command``: the proposer agent's argv template."""
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> "ProposerConfig":
+        if self.kind == "command" and not self.argv:
+            raise ValueError("proposer kind 'command' needs argv")
+        safe_relative_path(self.queue, "proposer queue")
+        return self
+
+
+class GraphConfig(_Strict):
+    """The indexer that builds the sanitized code graph (SPEC §5.3)."""
+
+    indexer: Literal["builtin", "command"] = "builtin"
+    argv: list[str] | None = None
+    """For ``indexer: command``: argv run in the sandbox with ``{workdir}`` (the sanitized tree,
+    read-only) and ``{out}`` (the output directory; it must write ``graph.json``)."""
+    path: str = ".wfbench/graph.json"
+    """Where the graph is placed inside each cell worktree."""
+
+    @model_validator(mode="after")
+    def _check_indexer(self) -> "GraphConfig":
+        if self.indexer == "command" and not self.argv:
+            raise ValueError("graph indexer 'command' needs argv")
+        safe_relative_path(self.path, "graph path")
+        return self
+
+
+class SanitizeConfig(_Strict):
+    """Benchmark-owned paths removed from every sanitized template."""
+
+    remove: list[RepoPath] = Field(default_factory=list)
+
+
+class BenchConfig(_Strict):
+    """The experiment: ``tasks/bench.yaml``."""
+
+    model: str
+    """Named, versioned model id given to agent arms."""
+    effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
+    runs: int = Field(ge=1, le=100)
+    """Repeats of every arm on every task."""
+    arms: dict[str, ArmSpec] = Field(min_length=1)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    reuse: ReuseConfig = Field(default_factory=ReuseConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    proposer: ProposerConfig = Field(default_factory=ProposerConfig)
+    graph: GraphConfig = Field(default_factory=GraphConfig)
+    sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, v: str) -> str:
+        return check_model_id(v)
+
+    @field_validator("arms")
+    @classmethod
+    def _check_arm_names(cls, v: dict[str, ArmSpec]) -> dict[str, ArmSpec]:
+        for name in v:
+            if not ARM_NAME_RE.match(name):
+                raise ValueError(f"arm name {name!r} must match [a-z][a-z0-9_-]{{0,63}}")
+        return v
+
+    @model_validator(mode="after")
+    def _check_pairs(self) -> "BenchConfig":
+        for name, arm in self.arms.items():
+            if arm.role != "candidate":
+                continue
+            partner = self.arms.get(arm.pairs_with or "")
+            if partner is None:
+                raise ValueError(f"arms.{name}.pairs_with: no arm named {arm.pairs_with!r}")
+            if partner.role != "comparator" or partner.skills != "incumbent":
+                raise ValueError(
+                    f"arms.{name}.pairs_with: {arm.pairs_with!r} must be a comparator arm "
+                    "with skills: incumbent"
+                )
+        return self
+
+    def comparator_arms(self) -> list[str]:
+        """Comparator arm names, sorted."""
+        return sorted(n for n, a in self.arms.items() if a.role == "comparator")
+
+    def candidate_arms(self) -> list[str]:
+        """Candidate arm names, sorted."""
+        return sorted(n for n, a in self.arms.items() if a.role == "candidate")
+
+
+# --------------------------------------------------------------------------------------------
+# candidate overlays
+
+
+class CandidateSpec(_Strict):
+    """``tasks/candidates/<id>/candidate.yaml``: one queued overlay (files under ``files/``)."""
+
+    id: str
+    title: str
+    origin: Literal["manual", "proposer"] = "manual"
+    rationale: str = ""
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, v: str) -> str:
+        if not TASK_ID_RE.match(v) or ".." in v:
+            raise ValueError(f"candidate id {v!r} must match [A-Za-z0-9][A-Za-z0-9._-]{{0,127}}")
+        return v
+
+    @field_validator("title")
+    @classmethod
+    def _check_title(cls, v: str) -> str:
+        return _nonblank(v, "title")
+
+
+# --------------------------------------------------------------------------------------------
+# cron
+
+
+_CRON_FIELDS = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    (
+        "month",
+        1,
+        12,
+        {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
+    ),
+    ("day of week", 0, 7, {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}),
+)
+
+
+def validate_cron(expr: str) -> None:
+    """Validate a five-field cron expression; raise ``ValueError`` naming the bad field."""
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(f"cron {expr!r} must have 5 fields (minute hour dom month dow)")
+    for text, (what, lo, hi, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            _validate_cron_item(item, what, lo, hi, names, expr)
+
+
+def _validate_cron_item(
+    item: str, what: str, lo: int, hi: int, names: dict[str, int], expr: str
+) -> None:
+    def value(tok: str) -> int:
+        if tok.lower() in names:
+            return names[tok.lower()]
+        if not tok.isdigit():
+            raise ValueError(f"cron {expr!r}: {what} value {tok!r} is not a number")
+        n = int(tok)
+        if not lo <= n <= hi:
+            raise ValueError(f"cron {expr!r}: {what} value {n} is outside {lo}-{hi}")
+        return n
+
+    base, _, step = item.partition("/")
+    if step and (not step.isdigit() or int(step) == 0):
+        raise ValueError(f"cron {expr!r}: {what} step {step!r} must be a positive number")
+    if base == "*":
+        return
+    start, dash, end = base.partition("-")
+    a = value(start)
+    if dash and value(end) < a:
+        raise ValueError(f"cron {expr!r}: {what} range {base!r} runs backwards")

@@ -1,0 +1,355 @@
+"""The one gateway through which the harness starts any process.
+
+:func:`run` is the only function in wfbench that creates a subprocess. It takes an argv list
+(never a shell string), an explicit environment built from an allow-list (never a copy of
+``os.environ``), a timeout that kills the whole process group, and a cap on captured output (the
+*tail* is kept, since that is where test runners print their verdict).
+
+Two isolation levels exist, chosen by the caller per command:
+
+* ``Isolation.HARNESS`` — trusted harness tools (git plumbing on harness-owned stores). Runs on
+  the host with a neutral git configuration (no system/global config, no hooks, no fsmonitor) so
+  that results are deterministic and a hostile repository config cannot run code.
+* ``Isolation.SANDBOX`` — anything touching untrusted content (setup, agents, verify, oracle,
+  external indexers). Runs under bubblewrap with user/pid/ipc/uts namespaces, network off unless
+  asked for, read-only system trees, a private home and tmp, the workspace the only writable tree
+  (or none at all), and die-with-parent. :func:`preflight` proves containment works before any
+  paid work; if it does not, :class:`~bench_assets.errors.ContainmentError` says what is missing.
+"""
+
+import enum
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_assets.errors import ContainmentError
+
+DEFAULT_MAX_OUTPUT = 64 * 1024
+WORKSPACE = "/workspace"
+SANDBOX_HOME = "/home/agent"
+UNSAFE_ENV = "WFBENCH_UNSAFE_NO_SANDBOX"
+
+_BASE_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+_GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "true",
+    "GIT_OPTIONAL_LOCKS": "0",
+}
+_ETC_FILES = (
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/alternatives",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/resolv.conf",
+)
+
+
+class Isolation(enum.Enum):
+    """How strongly a command is contained."""
+
+    HARNESS = "harness"
+    SANDBOX = "sandbox"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path made visible inside the sandbox."""
+
+    host: Path
+    dest: str
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What a finished (or killed) process left behind."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    duration_s: float
+    stdout_total: int = 0
+    stderr_total: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """Exited 0 within the time limit."""
+        return self.returncode == 0 and not self.timed_out
+
+    def text(self) -> str:
+        """Captured stdout decoded leniently."""
+        return self.stdout.decode("utf-8", errors="replace")
+
+    def tail(self, limit: int = 4000) -> str:
+        """The last ``limit`` characters of stderr + stdout, for error messages."""
+        both = (self.stderr + b"\n" + self.stdout).decode("utf-8", errors="replace").strip()
+        return both[-limit:]
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """Containment for one ``Isolation.SANDBOX`` command."""
+
+    workspace: Path | None = None
+    """Host folder mounted at ``/workspace`` (the command's cwd)."""
+    workspace_writable: bool = True
+    network: bool = False
+    mounts: tuple[Mount, ...] = ()
+    memory_mb: int | None = None
+
+
+@dataclass
+class _Tail:
+    limit: int
+    data: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.data += chunk
+        if len(self.data) > self.limit:
+            del self.data[: len(self.data) - self.limit]
+
+
+def _pump(stream: "subprocess.IO[bytes]", sink: _Tail) -> None:  # type: ignore[name-defined]
+    while chunk := stream.read(65536):
+        sink.feed(chunk)
+    stream.close()
+
+
+def harness_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The allow-listed environment for harness tools: PATH, locale and neutral git settings."""
+    env = dict(_BASE_ENV)
+    env.update(_GIT_ENV)
+    env["PATH"] = _tool_path()
+    env["HOME"] = os.devnull
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _tool_path() -> str:
+    venv_bin = str(Path(sys.executable).parent)
+    return os.pathsep.join([venv_bin, "/usr/local/bin", "/usr/bin", "/bin"])
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    isolation: Isolation,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 600,
+    stdin: bytes | None = None,
+    max_output: int = DEFAULT_MAX_OUTPUT,
+    sandbox: SandboxSpec | None = None,
+) -> ExecResult:
+    """Run ``argv`` to completion (or timeout) and return its result; never raises on exit codes.
+
+    Args:
+        argv: program and arguments; never interpreted by a shell here.
+        isolation: ``HARNESS`` for trusted tools, ``SANDBOX`` for anything untrusted.
+        cwd: working directory (``HARNESS`` only; a sandboxed command runs in ``/workspace``).
+        env: the complete environment, built by the caller from an allow-list. ``None`` means
+            :func:`harness_env` for ``HARNESS`` and a minimal sandbox environment otherwise.
+        timeout_s: wall-clock limit; on expiry the whole process group is killed.
+        stdin: bytes fed to standard input (otherwise it is closed).
+        max_output: bytes of stdout and of stderr kept (the tail).
+        sandbox: containment for ``SANDBOX`` commands.
+    """
+    if not argv:
+        raise ValueError("empty argv")
+    if isolation is Isolation.SANDBOX:
+        spec = sandbox or SandboxSpec()
+        full_env = dict(env) if env is not None else sandbox_env()
+        final_argv = _bwrap_argv(list(argv), spec, full_env)
+        popen_env = {"PATH": _tool_path(), "LANG": "C.UTF-8"}
+        popen_cwd: Path | None = None
+    else:
+        final_argv = list(argv)
+        popen_env = dict(env) if env is not None else harness_env()
+        popen_cwd = cwd
+    out, err = _Tail(max_output), _Tail(max_output)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            final_argv,
+            cwd=popen_cwd,
+            env=popen_env,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as e:
+        return ExecResult(tuple(argv), 127, b"", str(e).encode(), False, 0.0)
+    threads = [
+        threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    if stdin is not None and proc.stdin is not None:
+        try:
+            proc.stdin.write(stdin)
+        except BrokenPipeError:
+            pass
+        finally:
+            proc.stdin.close()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+    except BaseException:
+        _kill_group(proc)
+        raise
+    for t in threads:
+        t.join(timeout=5)
+    return ExecResult(
+        argv=tuple(argv),
+        returncode=proc.returncode if proc.returncode is not None else -9,
+        stdout=bytes(out.data),
+        stderr=bytes(err.data),
+        timed_out=timed_out,
+        duration_s=time.monotonic() - start,
+        stdout_total=out.total,
+        stderr_total=err.total,
+    )
+
+
+def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The default environment inside the sandbox (no host variables at all)."""
+    env = dict(_BASE_ENV)
+    env.update(_GIT_ENV)
+    env.update({"HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "PATH": _tool_path()})
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _python_roots() -> list[Path]:
+    roots = {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()}
+    exe = Path(sys.executable)
+    roots.add(exe.parent.parent)
+    roots.add(exe.resolve().parent.parent)
+    return sorted(roots)
+
+
+def _bwrap_argv(argv: list[str], spec: SandboxSpec, env: Mapping[str, str]) -> list[str]:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise ContainmentError(_MISSING_BWRAP)
+    cmd = [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "wfbench",
+        "--clearenv",
+    ]
+    if not spec.network:
+        cmd.append("--unshare-net")
+    cmd += ["--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/lib", "/lib64", "/lib32", "/sbin"):
+        if os.path.islink(top):
+            cmd += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            cmd += ["--ro-bind", top, top]
+    for path in _ETC_FILES:
+        if os.path.exists(path):
+            cmd += ["--ro-bind", path, path]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", SANDBOX_HOME]
+    for root in _python_roots():
+        if str(root) not in ("/usr", "/"):
+            cmd += ["--ro-bind", str(root), str(root)]
+    if spec.workspace is not None:
+        mode = "--bind" if spec.workspace_writable else "--ro-bind"
+        cmd += [mode, str(spec.workspace), WORKSPACE, "--chdir", WORKSPACE]
+    else:
+        cmd += ["--chdir", "/tmp"]
+    for m in spec.mounts:
+        cmd += ["--bind" if m.writable else "--ro-bind", str(m.host), m.dest]
+    for key, value in sorted(env.items()):
+        cmd += ["--setenv", key, value]
+    cmd.append("--")
+    if spec.memory_mb:
+        limit_kb = spec.memory_mb * 1024
+        return [*cmd, "/bin/sh", "-c", f'ulimit -v {limit_kb} && exec "$@"', "wfbench", *argv]
+    return [*cmd, *argv]
+
+
+_MISSING_BWRAP = (
+    "bubblewrap (bwrap) is not installed, so untrusted commands cannot be contained. "
+    "Install it (Debian/Ubuntu: `sudo apt-get install bubblewrap`), or, for local debugging only, "
+    f"set {UNSAFE_ENV}=1 (refused when CI is set)."
+)
+
+
+def preflight() -> None:
+    """Prove that the sandbox contains a process; raise ContainmentError explaining what fails.
+
+    Checks that bwrap exists, that it can create the namespaces, that the network is absent and
+    that the host root is not writable from inside.
+    """
+    probe = (
+        "import os, socket, sys\n"
+        "try:\n"
+        "    socket.create_connection(('1.1.1.1', 53), timeout=1)\n"
+        "    sys.exit(3)\n"
+        "except OSError:\n"
+        "    pass\n"
+        "try:\n"
+        "    open('/usr/.wfbench-probe', 'w')\n"
+        "    sys.exit(4)\n"
+        "except OSError:\n"
+        "    pass\n"
+        "sys.exit(0 if os.getpid() < 10 else 5)\n"
+    )
+    res = run([sys.executable, "-c", probe], isolation=Isolation.SANDBOX, timeout_s=60)
+    reasons = {
+        3: "the network is reachable from inside the sandbox",
+        4: "the host /usr is writable from inside the sandbox",
+        5: "the sandbox did not get its own pid namespace",
+    }
+    if res.returncode in reasons:
+        raise ContainmentError(f"sandbox preflight failed: {reasons[res.returncode]}")
+    if not res.ok:
+        raise ContainmentError(
+            "sandbox preflight failed: bubblewrap could not start a contained process "
+            f"(exit {res.returncode}): {res.tail(600)}\n"
+            "On Debian/Ubuntu hosts, unprivileged user namespaces may be disabled: "
+            "`sudo sysctl -w kernel.unprivileged_userns_clone=1` (or, on Ubuntu 24.04+, "
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside Docker, "
+            "run the container with --security-opt seccomp=unconfined."
+        )

@@ -1,0 +1,66 @@
+"""Where artifacts live: one root folder, content-addressed below it.
+
+Layout (all paths relative to the artifact root)::
+
+    repos/<task>.git                 inline task repositories (deterministic commits)
+    bindings/<task>/<digest>.json    task bindings
+    oracles/<digest>/                oracle snapshots: files/ + manifest.json, read-only
+    templates/<sanitized-sha>/       sanitized clone templates (a work tree with its .git)
+    graphs/<digest>/graph.json       sanitized code graphs (+ stats.json), read-only
+    skills/<digest>/                 incumbent skill snapshots, read-only
+    tmp/                             staging areas; anything here may be deleted
+
+The root defaults to ``$WFBENCH_ARTIFACTS``, else ``$DAGSTER_HOME/artifacts``, else
+``./dagster_home/artifacts``; a shared volume can be configured for multi-machine runs.
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench_assets.fsutil import staging_dir
+
+
+def default_artifact_root() -> Path:
+    """The artifact root from the environment (see module docstring)."""
+    explicit = os.environ.get("WFBENCH_ARTIFACTS")
+    if explicit:
+        return Path(explicit).resolve()
+    home = os.environ.get("DAGSTER_HOME")
+    base = Path(home) if home else Path("dagster_home")
+    return (base / "artifacts").resolve()
+
+
+@dataclass(frozen=True)
+class ArtifactStore:
+    """Paths of every artifact kind under one root."""
+
+    root: Path
+
+    def repo(self, task_id: str) -> Path:
+        """Bare repository holding an inline task's commits."""
+        return self.root / "repos" / f"{task_id}.git"
+
+    def binding(self, task_id: str, digest: str) -> Path:
+        """A stored binding record."""
+        return self.root / "bindings" / task_id / f"{digest}.json"
+
+    def oracle(self, digest: str) -> Path:
+        """An oracle snapshot folder."""
+        return self.root / "oracles" / digest
+
+    def template(self, sanitized_sha: str) -> Path:
+        """A sanitized template work tree."""
+        return self.root / "templates" / sanitized_sha
+
+    def graph(self, digest: str) -> Path:
+        """A sanitized graph folder."""
+        return self.root / "graphs" / digest
+
+    def skills(self, digest: str) -> Path:
+        """A skill-tree snapshot folder."""
+        return self.root / "skills" / digest
+
+    def staging(self, prefix: str) -> Path:
+        """A fresh private staging folder on the same filesystem as the stores."""
+        return staging_dir(self.root / "tmp", prefix)

@@ -300,6 +300,8 @@ def _bwrap_argv(argv: list[str], spec: SandboxSpec, env: Mapping[str, str]) -> l
         cmd += ["--chdir", "/tmp"]
     for m in spec.mounts:
         cmd += ["--bind" if m.writable else "--ro-bind", str(m.host), m.dest]
+    # The sandbox root is a private tmpfs: make it read-only so nothing can be planted in /etc.
+    cmd += ["--remount-ro", "/"]
     for key, value in sorted(env.items()):
         cmd += ["--setenv", key, value]
     cmd.append("--")

@@ -1,0 +1,120 @@
+"""The subprocess gateway: containment, environment allow-list, timeouts, output caps."""
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench_assets.errors import ContainmentError
+from bench_assets.sandbox import Isolation, Mount, SandboxSpec, preflight, run
+
+PY = sys.executable
+
+
+def test_preflight_passes_here() -> None:
+    preflight()
+
+
+def test_preflight_fails_closed_without_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with pytest.raises(ContainmentError, match="apt-get install bubblewrap"):
+        preflight()
+
+
+def test_environment_is_an_allow_list(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    code = "import os; print(sorted(os.environ))"
+    for iso in Isolation:
+        spec = SandboxSpec(workspace=tmp_path) if iso is Isolation.SANDBOX else None
+        res = run([PY, "-c", code], isolation=iso, sandbox=spec, cwd=tmp_path)
+        assert res.ok, res.tail()
+        assert "ANTHROPIC_API_KEY" not in res.text()
+        assert "'PATH'" in res.text()
+
+
+def test_sandbox_has_no_network_and_a_private_pid_namespace(tmp_path: Path) -> None:
+    code = (
+        "import os, socket\n"
+        "try:\n    socket.create_connection(('127.0.0.1', 22), timeout=1); print('net')\n"
+        "except OSError as e:\n    print('nonet')\n"
+        "print(os.getpid())\n"
+    )
+    res = run([PY, "-c", code], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(workspace=tmp_path))
+    lines = res.text().split()
+    assert lines[0] == "nonet" and int(lines[1]) < 10
+
+
+def test_workspace_is_the_only_writable_tree(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    code = (
+        "import pathlib, sys\n"
+        "pathlib.Path('made.txt').write_text('ok')\n"
+        "for p in ['/usr/x', sys.prefix + '/x', '/etc/x']:\n"
+        "    try:\n        open(p, 'w'); print('WROTE', p)\n"
+        "    except OSError:\n        pass\n"
+    )
+    res = run([PY, "-c", code], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(workspace=ws))
+    assert res.ok, res.tail()
+    assert "WROTE" not in res.text()
+    assert (ws / "made.txt").read_text() == "ok"
+    ro = run([PY, "-c", "open('x', 'w')"], isolation=Isolation.SANDBOX,
+             sandbox=SandboxSpec(workspace=ws, workspace_writable=False))
+    assert not ro.ok and "Read-only" in ro.tail()
+    # The host tree outside the workspace is not even visible.
+    res = run(["ls", str(outside)], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(workspace=ws))
+    assert not res.ok
+
+
+def test_extra_mounts_are_read_only_unless_asked(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f").write_text("hello")
+    spec = SandboxSpec(mounts=(Mount(data, "/data"),))
+    assert run(["cat", "/data/f"], isolation=Isolation.SANDBOX, sandbox=spec).text() == "hello"
+    assert not run(["touch", "/data/g"], isolation=Isolation.SANDBOX, sandbox=spec).ok
+    spec_rw = SandboxSpec(mounts=(Mount(data, "/data", writable=True),))
+    assert run(["touch", "/data/g"], isolation=Isolation.SANDBOX, sandbox=spec_rw).ok
+
+
+@pytest.mark.parametrize("iso", list(Isolation))
+def test_timeout_kills_the_whole_process_group(iso: Isolation, tmp_path: Path) -> None:
+    marker = tmp_path / "survivor"
+    # A grandchild that would write the marker after the timeout if it survived.
+    script = f"(sleep 2; touch {marker}) & sleep 30"
+    spec = SandboxSpec(mounts=(Mount(tmp_path, str(tmp_path), writable=True),))
+    start = time.monotonic()
+    res = run(["sh", "-c", script], isolation=iso, timeout_s=0.5, sandbox=spec)
+    assert res.timed_out and not res.ok
+    assert time.monotonic() - start < 10
+    time.sleep(2.5)
+    assert not marker.exists()
+
+
+def test_output_is_bounded_and_keeps_the_tail() -> None:
+    code = "import sys; sys.stdout.write('a' * 100000 + 'THE END')"
+    res = run([PY, "-c", code], isolation=Isolation.HARNESS, max_output=1000)
+    assert len(res.stdout) == 1000 and res.stdout.endswith(b"THE END")
+    assert res.stdout_total == 100007
+
+
+def test_missing_program_is_a_result_not_a_crash() -> None:
+    res = run(["/nonexistent/prog"], isolation=Isolation.HARNESS)
+    assert res.returncode == 127 and not res.ok
+
+
+def test_no_shell_interpretation() -> None:
+    res = run(["echo", "$HOME; rm -rf /"], isolation=Isolation.HARNESS)
+    assert res.text().strip() == "$HOME; rm -rf /"
+
+
+def test_memory_cap(tmp_path: Path) -> None:
+    code = "x = bytearray(600 * 1024 * 1024)"
+    res = run([PY, "-c", code], isolation=Isolation.SANDBOX,
+              sandbox=SandboxSpec(memory_mb=200))
+    assert not res.ok and "MemoryError" in res.tail()
+    assert os.environ.get("WFBENCH_UNSAFE_NO_SANDBOX") is None

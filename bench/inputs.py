@@ -1,0 +1,135 @@
+"""Time the input pipeline per demo task, and the per-cell worktree start cost.
+
+Prints, for every demo task, the seconds to build its binding, oracle snapshot, sanitized template
+and graph, and to copy a worktree from the template; then the same copy for a synthetic ~10 MB
+repository, side by side with a `git clone` of the same template (the obvious alternative).
+Target: a worktree copy of a 10 MB repo in <= 0.1 s.
+
+Run: `make bench` or `.venv/bin/python bench/inputs.py [--repeat N]`.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench_assets import gitrepo, oracle, sanitize  # noqa: E402
+from bench_assets.catalog import load_benchmark  # noqa: E402
+from bench_assets.graph import build_graph  # noqa: E402
+from bench_assets.inputs import CapturedOracle, bind_task, benchmark_paths  # noqa: E402
+from bench_assets.store import ArtifactStore  # noqa: E402
+
+T = TypeVar("T")
+
+
+def timed(fn: Callable[[], T]) -> tuple[T, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def median_copy(template: sanitize.Template, scratch: Path, repeat: int) -> float:
+    times = []
+    for i in range(repeat):
+        dest = scratch / f"wt-{i}"
+        _, t = timed(lambda d=dest: sanitize.copy_worktree(template, d))
+        times.append(t)
+        shutil.rmtree(dest)
+    return statistics.median(times)
+
+
+def median_clone(template: sanitize.Template, scratch: Path, repeat: int) -> float:
+    times = []
+    src = sanitize.template_tree(template)
+    for i in range(repeat):
+        dest = scratch / f"clone-{i}"
+        _, t = timed(lambda d=dest: gitrepo.git(["clone", "-q", "--no-hardlinks", str(src), str(d)]))
+        times.append(t)
+        shutil.rmtree(dest)
+    return statistics.median(times)
+
+
+def synthetic_repo(root: Path, total_mb: int = 10) -> Path:
+    """~total_mb of Python-like text in 400 files across 20 packages."""
+    files = 400
+    size = total_mb * 1024 * 1024 // files
+    line = "def f_{i}(x):\n    return x * {i} + len(str(x))  # padding padding padding\n"
+    for n in range(files):
+        pkg = root / f"pkg{n % 20}"
+        pkg.mkdir(parents=True, exist_ok=True)
+        body, i = [], 0
+        while sum(len(b) for b in body) < size:
+            body.append(line.format(i=i + n * 1000))
+            i += 1
+        (pkg / f"mod{n}.py").write_text("".join(body))
+    return root
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--tasks", default=str(REPO / "tasks"))
+    ap.add_argument("--repeat", type=int, default=5, help="copies per measurement (median)")
+    args = ap.parse_args()
+    bench = load_benchmark(Path(args.tasks))
+    scratch = Path(tempfile.mkdtemp(prefix="wfbench-bench-"))
+    store = ArtifactStore(scratch / "artifacts")
+    try:
+        print(f"{'task':<24} {'binding':>8} {'oracle':>8} {'template':>9} {'graph':>8} "
+              f"{'copy wt':>8}   (seconds; copy = median of {args.repeat})")
+        for task_id in bench.task_ids():
+            bound, t_bind = timed(lambda t=task_id: bind_task(bench, t, store))
+            b = bound.binding
+
+            def snap(t: str = task_id) -> CapturedOracle:
+                s, payloads = oracle.capture(bench.task(t), bench.config.limits)
+                return CapturedOracle(s, oracle.store(s, payloads, store))
+
+            captured, t_oracle = timed(snap)
+            payloads = oracle.verify_stored(captured.snapshot, store)
+            template, t_tmpl = timed(
+                lambda: sanitize.build_template(
+                    store.repo(task_id), b.resolved_sha, store,
+                    remove=benchmark_paths(bench, bench.task(task_id), b),
+                    forbidden_blobs=payloads,
+                )
+            )
+            _, t_graph = timed(lambda: build_graph(template, captured.snapshot,
+                                                   bench.config.graph, store))
+            t_copy = median_copy(template, scratch, args.repeat)
+            print(f"{task_id:<24} {t_bind:8.3f} {t_oracle:8.3f} {t_tmpl:9.3f} {t_graph:8.3f} "
+                  f"{t_copy:8.4f}")
+
+        src = synthetic_repo(scratch / "synthetic")
+        sha, t_commit = timed(lambda: gitrepo.commit_tree_from_dir(
+            src, store.repo("synthetic"), "synthetic\n"))
+        template, t_tmpl = timed(lambda: sanitize.build_template(
+            store.repo("synthetic"), sha, store, remove=[], forbidden_blobs={}))
+        mb = template.info.bytes / 1024 / 1024
+        t_copy = median_copy(template, scratch, args.repeat)
+        t_clone = median_clone(template, scratch, args.repeat)
+        print()
+        print(f"synthetic repo: {template.info.files} files, {mb:.1f} MB "
+              f"(commit {t_commit:.2f} s, sanitized template {t_tmpl:.2f} s)")
+        print(f"  worktree copy (cp --reflink=auto): {t_copy:.4f} s   target <= 0.1 s: "
+              f"{'met' if t_copy <= 0.1 else 'NOT met'}")
+        print(f"  git clone of the template:         {t_clone:.4f} s")
+        print(f"  copy / clone ratio:                {t_copy / t_clone:.2f}x")
+        fs = os.statvfs(scratch)
+        print(f"  (filesystem block size {fs.f_bsize}; reflinks apply only on btrfs/xfs)")
+    finally:
+        from bench_assets.fsutil import remove_tree
+
+        remove_tree(scratch)
+
+
+if __name__ == "__main__":
+    main()

@@ -75,7 +75,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("tasks_dir", default="tasks", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print {ok, errors: [{file, field, message}]}.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print {ok, errors: [{file, field, message}]}."
+)
 def validate(tasks_dir: Path, as_json: bool) -> None:
     """Validate bench.yaml, every task and every candidate under TASKS_DIR (default: tasks).
 
@@ -84,7 +86,9 @@ def validate(tasks_dir: Path, as_json: bool) -> None:
     """
     issues, bench = collect_issues(tasks_dir)
     if as_json:
-        click.echo(json.dumps({"ok": not issues, "errors": [i.as_dict() for i in issues]}, indent=2))
+        click.echo(
+            json.dumps({"ok": not issues, "errors": [i.as_dict() for i in issues]}, indent=2)
+        )
     elif issues:
         for issue in issues:
             click.echo(str(issue), err=True)
@@ -99,7 +103,9 @@ def validate(tasks_dir: Path, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
 def sync(tasks_dir: Path, as_json: bool) -> None:
     """Make the Dagster `tasks` partitions equal to the task folders; apply pool limits.
@@ -126,7 +132,9 @@ def sync(tasks_dir: Path, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
 @click.option("--task", "only", multiple=True, help="Only this task (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the per-task table as JSON.")
 def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
@@ -177,12 +185,16 @@ def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"skills_digest": skills.get("digest"), "tasks": rows}, indent=2))
         return
-    header = f"{'task':<28} {'binding sha':<14} {'oracle':<14} {'sanitized sha':<14} {'nodes':>6} {'edges':>6}"
+    header = (
+        f"{'task':<28} {'binding sha':<14} {'oracle':<14} {'sanitized sha':<14} "
+        f"{'nodes':>6} {'edges':>6}"
+    )
     click.echo(header)
     click.echo("-" * len(header))
     for r in rows:
         click.echo(
-            f"{r['task']:<28} {short(str(r['binding_sha'])):<14} {short(str(r['oracle_digest'])):<14} "
+            f"{r['task']:<28} {short(str(r['binding_sha'])):<14} "
+            f"{short(str(r['oracle_digest'])):<14} "
             f"{short(str(r['sanitized_sha'])):<14} {r['graph_nodes']!s:>6} {r['graph_edges']!s:>6}"
         )
     click.echo(
@@ -192,7 +204,9 @@ def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
 @click.option("--task", "only", multiple=True, help="Only pin this task (repeatable).")
 def pin(tasks_dir: Path, only: tuple[str, ...]) -> None:
     """Write tasks/bindings.lock: bind tasks now and hold those bindings fixed.
@@ -218,7 +232,9 @@ def pin(tasks_dir: Path, only: tuple[str, ...]) -> None:
 
 
 @main.command()
-@click.option("--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path))
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
 @click.option("--check", is_flag=True, help="Exit 1 if the shipped schema files are stale.")
 def schema(tasks_dir: Path, check: bool) -> None:
     """Regenerate the JSON Schema files in TASKS/schema/ from the models (editor completion)."""

@@ -20,6 +20,11 @@ the classes to exit codes (SPEC §11)::
 an agent, so the materialization fails instead of producing a weaker artifact.
 """
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench_assets.catalog import Issue
+
 
 class WfbenchError(Exception):
     """Base class of every user-facing wfbench failure."""
@@ -36,7 +41,7 @@ class InputError(WfbenchError):
 class ValidationFailed(InputError):
     """One or more benchmark files are invalid; ``issues`` lists every problem found."""
 
-    def __init__(self, issues: list["Issue"]) -> None:  # noqa: F821 - defined in catalog
+    def __init__(self, issues: list["Issue"]) -> None:
         self.issues = issues
         lines = [str(i) for i in issues]
         super().__init__(

@@ -163,4 +163,3 @@ def load_graph_info(artifacts: ArtifactStore, digest: str) -> GraphInfo | None:
     if not path.is_file():
         return None
     return GraphInfo.model_validate_json(path.read_text(encoding="utf-8"))
-

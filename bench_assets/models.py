@@ -159,7 +159,7 @@ class TaskSpec(_Strict):
     prompt: str
     """Task text given verbatim to every arm."""
     verify: str
-    """Model-visible command; exit 0 means the agent's own tests pass. A signal, never sufficient."""
+    """Model-visible command; exit 0 means the agent's own tests pass. A signal, not proof."""
     oracle: OracleSpec
     setup: str | None = None
     """Command run in the fresh worktree before any agent session."""
@@ -506,7 +506,7 @@ class CandidateSpec(_Strict):
 # cron
 
 
-_CRON_FIELDS = (
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
     ("minute", 0, 59, {}),
     ("hour", 0, 23, {}),
     ("day of month", 1, 31, {}),

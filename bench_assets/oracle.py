@@ -19,7 +19,12 @@ from pydantic import BaseModel, ConfigDict
 
 from bench_assets.catalog import Task
 from bench_assets.errors import OracleCaptureError
-from bench_assets.fsutil import atomic_write_bytes, atomic_write_json, make_tree_readonly, publish_dir
+from bench_assets.fsutil import (
+    atomic_write_bytes,
+    atomic_write_json,
+    make_tree_readonly,
+    publish_dir,
+)
 from bench_assets.hashing import framed, sha256_bytes, sha256_text
 from bench_assets.models import LimitsConfig
 from bench_assets.store import ArtifactStore

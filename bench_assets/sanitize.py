@@ -86,8 +86,15 @@ def build_template(
     try:
         gitrepo.git(["init", "-q", "--template=", str(work)])
         gitrepo.git(
-            ["fetch", "-q", "--no-tags", "--no-write-fetch-head", "--depth=1",
-             f"file://{source_git_dir.resolve()}", sha],
+            [
+                "fetch",
+                "-q",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--depth=1",
+                f"file://{source_git_dir.resolve()}",
+                sha,
+            ],
             cwd=work,
         )
         gitrepo.git(["read-tree", sha], cwd=work)

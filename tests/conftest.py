@@ -16,12 +16,20 @@ BENCH = {
     "effort": "medium",
     "runs": 2,
     "arms": {
-        "baseline": {"agent": {"adapter": "replay", "predictions": "replays/b.jsonl"},
-                     "skills": "none"},
-        "workflow": {"agent": {"adapter": "replay", "predictions": "replays/w.jsonl"},
-                     "skills": "incumbent"},
-        "cand": {"agent": {"adapter": "replay", "predictions": "replays/w.jsonl"},
-                 "skills": "candidate", "role": "candidate", "pairs_with": "workflow"},
+        "baseline": {
+            "agent": {"adapter": "replay", "predictions": "replays/b.jsonl"},
+            "skills": "none",
+        },
+        "workflow": {
+            "agent": {"adapter": "replay", "predictions": "replays/w.jsonl"},
+            "skills": "incumbent",
+        },
+        "cand": {
+            "agent": {"adapter": "replay", "predictions": "replays/w.jsonl"},
+            "skills": "candidate",
+            "role": "candidate",
+            "pairs_with": "workflow",
+        },
     },
 }
 

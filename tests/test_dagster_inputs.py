@@ -11,8 +11,8 @@ from bench_assets.catalog import load_benchmark
 from bench_assets.definitions import defs as load_defs
 from bench_assets.defs.inputs import oracle_snapshots, sanitized_graphs, task_bindings
 from bench_assets.defs.instance_ops import materialize_inputs, sync_instance
-from bench_assets.defs.sensors import tasks_sync_sensor
 from bench_assets.defs.resources import BenchResource
+from bench_assets.defs.sensors import tasks_sync_sensor
 from bench_assets.defs.staleness import stale_status
 from tests.conftest import REPO_ROOT, add_task, make_bench
 
@@ -52,14 +52,24 @@ def test_definitions_hold_the_input_assets_and_sync_sensor() -> None:
     assert node.pools == {"graph_build"}
     for name in ["incumbent_skills", *INPUTS]:
         spec = graph.get(dg.AssetKey(name))
-        assert spec.code_version and spec.description and spec.owners and spec.group_name == "inputs"
+        assert (
+            spec.code_version and spec.description and spec.owners and spec.group_name == "inputs"
+        )
 
 
 def test_dagster_definitions_validate_passes() -> None:
     res = subprocess.run(
-        [str(Path(sys.executable).parent / "dagster"), "definitions", "validate",
-         "-w", "workspace.yaml"],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=240,
+        [
+            str(Path(sys.executable).parent / "dagster"),
+            "definitions",
+            "validate",
+            "-w",
+            "workspace.yaml",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
 
@@ -71,8 +81,9 @@ def test_unchanged_task_keeps_data_versions(tmp_path: Path, instance) -> None:
     v1 = _data_versions(instance, "alpha")
     second = _materialize(instance, root, art, ["alpha"])
     assert _data_versions(instance, "alpha") == v1
-    assert first["alpha"]["sanitized_graphs"]["sanitized_sha"] == (
-        second["alpha"]["sanitized_graphs"]["sanitized_sha"]
+    assert (
+        first["alpha"]["sanitized_graphs"]["sanitized_sha"]
+        == (second["alpha"]["sanitized_graphs"]["sanitized_sha"])
     )
     defs = load_defs()
     for name in INPUTS:
@@ -119,13 +130,18 @@ def test_drifted_pin_fails_the_materialization_before_downstream(tmp_path: Path,
         _materialize(instance, root, art, ["alpha"])
     assert exc.value.cls_name == "BindingDriftError"
     assert "task binding drifted for alpha: prompt_digest" in exc.value.message
-    assert instance.get_latest_data_version_record(
-        dg.AssetKey("sanitized_graphs"), partition_key="alpha") is None
+    assert (
+        instance.get_latest_data_version_record(
+            dg.AssetKey("sanitized_graphs"), partition_key="alpha"
+        )
+        is None
+    )
 
 
 def _evaluate_sensor(instance, root: Path):
-    ctx = dg.build_sensor_context(instance=instance, resources={
-        "bench": BenchResource(tasks_dir=str(root))})
+    ctx = dg.build_sensor_context(
+        instance=instance, resources={"bench": BenchResource(tasks_dir=str(root))}
+    )
     return tasks_sync_sensor(ctx)
 
 
@@ -153,8 +169,9 @@ def test_sync_sensor_changes_nothing_while_tasks_are_invalid(tmp_path: Path, ins
 
 
 def test_wfbench_sync_applies_partitions_and_pool_limits(tmp_path: Path, instance) -> None:
-    root = make_bench(tmp_path / "tasks", tasks=("alpha", "beta"),
-                      limits={"agent_sessions": 3, "graph_builds": 2})
+    root = make_bench(
+        tmp_path / "tasks", tasks=("alpha", "beta"), limits={"agent_sessions": 3, "graph_builds": 2}
+    )
     plan, limits = sync_instance(instance, load_benchmark(root))
     assert plan.add == ["alpha", "beta"]
     assert sorted(instance.get_dynamic_partitions("tasks")) == ["alpha", "beta"]

@@ -1,4 +1,4 @@
-"""Sanitized graph builds: the built-in indexer, external indexers in the sandbox, the scrub check."""
+"""Sanitized graph builds: built-in indexer, external indexers in the sandbox, the scrub check."""
 
 import json
 import sys
@@ -75,7 +75,10 @@ def test_external_indexer_runs_sandboxed_on_a_scrubbed_tree(tmp_path: Path) -> N
 
 
 def test_scrub_check_fires_on_an_indexer_that_leaks_a_marker(tmp_path: Path) -> None:
-    leaky = "import json; json.dump({'nodes': [{'id': 'WFBENCH_ORACLE_ROOT'}]}, open('/out/graph.json', 'w'))"
+    leaky = (
+        "import json; "
+        "json.dump({'nodes': [{'id': 'WFBENCH_ORACLE_ROOT'}]}, open('/out/graph.json', 'w'))"
+    )
     with pytest.raises(GraphScrubError, match="WFBENCH_ORACLE_ROOT"):
         _build(tmp_path, graph={"indexer": "command", "argv": ["python", "-c", leaky]})
     # Nothing was published for the leaky graph.

@@ -213,8 +213,10 @@ def _template_from_path_repo(tmp_path: Path, store: ArtifactStore):
     )
     write_yaml(
         root / "bench.yaml",
-        {**__import__("yaml").safe_load((root / "bench.yaml").read_text()),
-         "sanitize": {"remove": ["bench"]}},
+        {
+            **__import__("yaml").safe_load((root / "bench.yaml").read_text()),
+            "sanitize": {"remove": ["bench"]},
+        },
     )
     bench = load_benchmark(root)
     bound = bind_task(bench, "alpha", store).binding

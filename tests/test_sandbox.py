@@ -41,7 +41,9 @@ def test_sandbox_has_no_network_and_a_private_pid_namespace(tmp_path: Path) -> N
         "except OSError as e:\n    print('nonet')\n"
         "print(os.getpid())\n"
     )
-    res = run([PY, "-c", code], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(workspace=tmp_path))
+    res = run(
+        [PY, "-c", code], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(workspace=tmp_path)
+    )
     lines = res.text().split()
     assert lines[0] == "nonet" and int(lines[1]) < 10
 
@@ -62,8 +64,11 @@ def test_workspace_is_the_only_writable_tree(tmp_path: Path) -> None:
     assert res.ok, res.tail()
     assert "WROTE" not in res.text()
     assert (ws / "made.txt").read_text() == "ok"
-    ro = run([PY, "-c", "open('x', 'w')"], isolation=Isolation.SANDBOX,
-             sandbox=SandboxSpec(workspace=ws, workspace_writable=False))
+    ro = run(
+        [PY, "-c", "open('x', 'w')"],
+        isolation=Isolation.SANDBOX,
+        sandbox=SandboxSpec(workspace=ws, workspace_writable=False),
+    )
     assert not ro.ok and "Read-only" in ro.tail()
     # The host tree outside the workspace is not even visible.
     res = run(["ls", str(outside)], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(workspace=ws))
@@ -114,7 +119,6 @@ def test_no_shell_interpretation() -> None:
 
 def test_memory_cap(tmp_path: Path) -> None:
     code = "x = bytearray(600 * 1024 * 1024)"
-    res = run([PY, "-c", code], isolation=Isolation.SANDBOX,
-              sandbox=SandboxSpec(memory_mb=200))
+    res = run([PY, "-c", code], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(memory_mb=200))
     assert not res.ok and "MemoryError" in res.tail()
     assert os.environ.get("WFBENCH_UNSAFE_NO_SANDBOX") is None

@@ -25,7 +25,14 @@ def test_schema_staleness_is_detected(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "model_id",
-    ["latest", "claude-latest", "claude-sonnet-4-5@latest", "org/model:auto", "AUTO", "gpt-4o-default"],
+    [
+        "latest",
+        "claude-latest",
+        "claude-sonnet-4-5@latest",
+        "org/model:auto",
+        "AUTO",
+        "gpt-4o-default",
+    ],
 )
 def test_mutable_model_aliases_are_rejected(model_id: str) -> None:
     with pytest.raises(ValueError, match="mutable alias"):
@@ -39,15 +46,23 @@ def test_versioned_model_ids_are_accepted(model_id: str) -> None:
     assert check_model_id(model_id) == model_id
 
 
-@pytest.mark.parametrize("cron", ["0 3 * * 6", "*/15 * * * *", "0 0 1 jan,jul *", "5 4 * * sun", "0 9-17/2 * * 1-5"])
+@pytest.mark.parametrize(
+    "cron", ["0 3 * * 6", "*/15 * * * *", "0 0 1 jan,jul *", "5 4 * * sun", "0 9-17/2 * * 1-5"]
+)
 def test_valid_cron(cron: str) -> None:
     validate_cron(cron)
 
 
 @pytest.mark.parametrize(
     ("cron", "why"),
-    [("0 3 * *", "5 fields"), ("60 * * * *", "outside"), ("0 3 * * 8", "outside"),
-     ("0 5-3 * * *", "backwards"), ("*/0 * * * *", "step"), ("0 3 * * fri-", "not a number")],
+    [
+        ("0 3 * *", "5 fields"),
+        ("60 * * * *", "outside"),
+        ("0 3 * * 8", "outside"),
+        ("0 5-3 * * *", "backwards"),
+        ("*/0 * * * *", "step"),
+        ("0 3 * * fri-", "not a number"),
+    ],
 )
 def test_invalid_cron(cron: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):

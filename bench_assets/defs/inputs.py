@@ -96,9 +96,7 @@ def incumbent_skills(bench: BenchResource) -> dg.MaterializeResult:  # type: ign
         "a pinned task whose definition drifted is refused. Data version = binding digest."
     ),
 )
-def task_bindings(
-    context: dg.AssetExecutionContext, bench: BenchResource
-) -> dg.MaterializeResult:  # type: ignore[type-arg]
+def task_bindings(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Bind one task to a commit."""
     task_id = context.partition_key
     bound = core.bind_task(bench.load(), task_id, bench.artifacts())

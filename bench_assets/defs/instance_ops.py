@@ -16,7 +16,9 @@ AGENT_POOL = "agent_sessions"
 GRAPH_POOL = "graph_build"
 
 
-def sync_instance(instance: dg.DagsterInstance, bench: Benchmark) -> tuple[SyncPlan, dict[str, int]]:
+def sync_instance(
+    instance: dg.DagsterInstance, bench: Benchmark
+) -> tuple[SyncPlan, dict[str, int]]:
     """Make the task partitions equal to ``bench``'s tasks and apply its pool limits."""
     current = list(instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     plan = plan_sync(current, bench.task_ids())
@@ -35,7 +37,7 @@ def sync_instance(instance: dg.DagsterInstance, bench: Benchmark) -> tuple[SyncP
 
 INPUT_ASSETS = ("task_bindings", "oracle_snapshots", "sanitized_graphs")
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
-"""Run config that keeps Dagster's step-by-step DEBUG log off the terminal (the CLI shows progress)."""
+"""Run config keeping Dagster's step-by-step DEBUG log off the terminal (the CLI shows progress)."""
 
 
 def _latest_metadata(

@@ -1,0 +1,5 @@
+import sys
+
+from timebox.cli import main
+
+sys.exit(main())

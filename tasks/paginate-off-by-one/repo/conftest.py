@@ -1,0 +1,5 @@
+# Make the package importable when pytest is started from the repository root.
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

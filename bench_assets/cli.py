@@ -182,6 +182,14 @@ def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
             }
         )
     skills = out[""]["incumbent_skills"]
+    versions = [md for task_md in out.values() for md in task_md.values()]
+    changed = sum(1 for md in versions if md.get("previous_data_version") != md.get("data_version"))
+    for row, task_id in zip(rows, task_ids, strict=True):
+        row["data_versions_changed"] = [
+            k
+            for k, md in out[task_id].items()
+            if md.get("previous_data_version") != md.get("data_version")
+        ]
     if as_json:
         click.echo(json.dumps({"skills_digest": skills.get("digest"), "tasks": rows}, indent=2))
         return
@@ -200,6 +208,10 @@ def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
     click.echo(
         f"incumbent skills {short(str(skills.get('digest')))} ({skills.get('file_count')} files); "
         f"{len(rows)} task(s) in {time.monotonic() - start:.1f} s"
+    )
+    click.echo(
+        f"data versions: {len(versions) - changed} unchanged, {changed} new or changed "
+        "(an unchanged input leaves everything downstream fresh)"
     )
 
 

@@ -182,3 +182,27 @@ def test_wfbench_sync_applies_partitions_and_pool_limits(tmp_path: Path, instanc
     shutil.rmtree(root / "beta")
     plan, _ = sync_instance(instance, load_benchmark(root))
     assert plan.delete == ["beta"] and instance.get_dynamic_partitions("tasks") == ["alpha"]
+
+
+def test_cli_inputs_twice_is_identical_and_changes_no_data_version(
+    tmp_path: Path, artifact_root: Path
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from bench_assets.cli import main
+
+    root = make_bench(tmp_path / "tasks", tasks=("alpha", "beta"))
+    first = CliRunner().invoke(main, ["inputs", "--tasks", str(root), "--json"])
+    assert first.exit_code == 0, first.output
+    second = CliRunner().invoke(main, ["inputs", "--tasks", str(root), "--json"])
+    assert second.exit_code == 0, second.output
+    a, b = json.loads(first.stdout), json.loads(second.stdout)
+    assert [r["data_versions_changed"] for r in a["tasks"]] == [INPUTS, INPUTS]
+    assert [r["data_versions_changed"] for r in b["tasks"]] == [[], []]
+    strip = lambda rows: [
+        {k: v for k, v in r.items() if k != "data_versions_changed"} for r in rows
+    ]  # noqa: E731
+    assert strip(a["tasks"]) == strip(b["tasks"])
+    assert a["skills_digest"] == b["skills_digest"]

@@ -68,7 +68,8 @@ def materialize_inputs(
 ) -> dict[str, dict[str, dict[str, object]]]:
     """Materialize ``incumbent_skills`` and the three input assets of every task, one run each.
 
-    Returns, per task (and ``""`` for the skills), the latest metadata of each asset.
+    Returns, per task (and ``""`` for the skills), the latest metadata of each asset, with
+    ``data_version`` and ``previous_data_version`` (None when it was never materialized) added.
     """
     from bench_assets.defs.inputs import (
         incumbent_skills,
@@ -90,9 +91,14 @@ def materialize_inputs(
             raise_on_error=False,
         )
     )
+    before = _latest_metadata(instance, "incumbent_skills", None).get("data_version")
     out[""] = {"incumbent_skills": _latest_metadata(instance, "incumbent_skills", None)}
+    out[""]["incumbent_skills"]["previous_data_version"] = before
     for i, task_id in enumerate(task_ids, 1):
         progress(f"[{i}/{len(task_ids)}] {task_id}: binding, oracle snapshot, sanitized graph ...")
+        previous = {
+            k: _latest_metadata(instance, k, task_id).get("data_version") for k in INPUT_ASSETS
+        }
         result = dg.materialize(
             [task_bindings, oracle_snapshots, sanitized_graphs],
             instance=instance,
@@ -103,6 +109,8 @@ def materialize_inputs(
         )
         _run(result)
         out[task_id] = {k: _latest_metadata(instance, k, task_id) for k in INPUT_ASSETS}
+        for k in INPUT_ASSETS:
+            out[task_id][k]["previous_data_version"] = previous[k]
     return out
 
 

@@ -201,8 +201,9 @@ def test_cli_inputs_twice_is_identical_and_changes_no_data_version(
     a, b = json.loads(first.stdout), json.loads(second.stdout)
     assert [r["data_versions_changed"] for r in a["tasks"]] == [INPUTS, INPUTS]
     assert [r["data_versions_changed"] for r in b["tasks"]] == [[], []]
-    strip = lambda rows: [
-        {k: v for k, v in r.items() if k != "data_versions_changed"} for r in rows
-    ]  # noqa: E731
+
+    def strip(rows: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "data_versions_changed"} for r in rows]
+
     assert strip(a["tasks"]) == strip(b["tasks"])
     assert a["skills_digest"] == b["skills_digest"]

@@ -145,3 +145,35 @@ def has_object(repo: Path, oid: str) -> bool:
 def blob_id(repo: Path, data: bytes) -> str:
     """The git object id ``data`` would have as a blob in ``repo`` (nothing is written)."""
     return git_out(["hash-object", "--no-filters", "--stdin"], cwd=repo, stdin=data)
+
+
+def git_in_sandbox(
+    args: Sequence[str],
+    workdir: Path,
+    *,
+    writable: bool = True,
+    timeout_s: float = 300,
+    check: bool = True,
+) -> ExecResult:
+    """Run git on an agent-touched worktree inside the sandbox (mounted at ``/workspace``).
+
+    A worktree an agent has written to is untrusted: its ``.gitattributes`` can name filter
+    commands, so git runs contained, with the network off, like any other untrusted command.
+    """
+    from bench_assets.sandbox import SandboxSpec, sandbox_env
+
+    argv = ["git"]
+    for item in _SAFE_CONFIG:
+        argv += ["-c", item]
+    argv += list(args)
+    res = run(
+        argv,
+        isolation=Isolation.SANDBOX,
+        env=sandbox_env(_FIXED_IDENTITY),
+        timeout_s=timeout_s,
+        max_output=16 * 1024 * 1024,
+        sandbox=SandboxSpec(workspace=workdir, workspace_writable=writable),
+    )
+    if check and not res.ok:
+        raise CommandError(f"git {' '.join(args)} failed in worktree {workdir}: {res.tail(800)}")
+    return res

@@ -248,6 +248,8 @@ def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(_BASE_ENV)
     env.update(_GIT_ENV)
     env.update({"HOME": SANDBOX_HOME, "TMPDIR": "/tmp", "PATH": _tool_path()})
+    # pytest plugins installed beside the harness must not change how a task's tests behave.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     if extra:
         env.update(extra)
     return env

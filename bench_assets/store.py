@@ -8,6 +8,9 @@ Layout (all paths relative to the artifact root)::
     templates/<sanitized-sha>/       sanitized clone templates (a work tree with its .git)
     graphs/<digest>/graph.json       sanitized code graphs (+ stats.json), read-only
     skills/<digest>/                 incumbent skill snapshots, read-only
+    overlays/<digest>/               candidate overlay snapshots, read-only
+    cells/<task>/<cell>/<record>/    cell records and their artifacts
+    work/<record>/                   live cell worktrees (removed when the cell ends)
     tmp/                             staging areas; anything here may be deleted
 
 The root defaults to ``$WFBENCH_ARTIFACTS``, else ``$DAGSTER_HOME/artifacts``, else
@@ -60,6 +63,14 @@ class ArtifactStore:
     def skills(self, digest: str) -> Path:
         """A skill-tree snapshot folder."""
         return self.root / "skills" / digest
+
+    def overlay(self, digest: str) -> Path:
+        """A candidate-overlay snapshot folder."""
+        return self.root / "overlays" / digest
+
+    def work(self, record_id: str) -> Path:
+        """Private working folder of one running cell."""
+        return self.root / "work" / record_id
 
     def staging(self, prefix: str) -> Path:
         """A fresh private staging folder on the same filesystem as the stores."""

@@ -1,0 +1,122 @@
+"""The adapter interface every agent kind implements.
+
+An adapter runs one agent session in a prepared worktree and reports what happened. It never
+grades (that is :mod:`bench_assets.grading`) and never writes records (that is
+:mod:`bench_assets.cells`). Every process it starts goes through
+:func:`bench_assets.sandbox.run` with ``Isolation.SANDBOX``: the worktree is mounted read-write
+at ``/workspace`` and a private scratch folder at ``/wfbench`` (prompt file, usage file).
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.sandbox import WORKSPACE, Mount, SandboxSpec
+
+SCRATCH = "/wfbench"
+"""Where the adapter's private scratch folder is mounted inside the sandbox."""
+
+
+class Usage(BaseModel):
+    """What a session cost, as reported by the agent itself. Unknown is ``None``, never 0."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cost_usd: float | None = None
+    turns: int | None = None
+    duration_s: float | None = None
+    """Agent-reported session duration (wall time is measured separately)."""
+
+    @property
+    def total_tokens(self) -> int | None:
+        """Sum of the four token counts, or None if any is unknown."""
+        parts = [
+            self.input_tokens,
+            self.output_tokens,
+            self.cache_read_input_tokens,
+            self.cache_creation_input_tokens,
+        ]
+        return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
+
+
+@dataclass(frozen=True)
+class SessionContext:
+    """Everything an adapter needs to run one session."""
+
+    task_id: str
+    arm: str
+    run: int
+    prompt: str
+    model: str
+    effort: str | None
+    workdir: Path
+    """Host path of the worktree (mounted at ``/workspace``)."""
+    scratch: Path
+    """Host path of a private, empty folder (mounted read-write at ``/wfbench``)."""
+    timeout_s: float
+    expected_skill: str | None = None
+    """Skill that must be proven invoked in the transcript, else ``skill-not-invoked``."""
+    secrets_env: dict[str, str] = field(default_factory=dict)
+    """Credentials the arm may pass (names from its config, values from the host)."""
+    memory_mb: int | None = None
+    readonly_paths: tuple[str, ...] = ()
+    """Worktree-relative paths (the evaluated skill files) mounted read-only over the worktree."""
+
+
+def session_sandbox(
+    ctx: SessionContext, *, network: bool, extra: tuple[Mount, ...] = ()
+) -> SandboxSpec:
+    """The containment every adapter uses for a session.
+
+    The worktree is writable at ``/workspace``, the scratch folder at ``/wfbench``, the evaluated
+    skill files are read-only, and the network exists only if the agent needs it.
+    """
+    mounts = [Mount(ctx.scratch, SCRATCH, writable=True)]
+    for rel in ctx.readonly_paths:
+        if (ctx.workdir / rel).exists():
+            mounts.append(Mount(ctx.workdir / rel, f"{WORKSPACE}/{rel}", writable=False))
+    mounts.extend(extra)
+    return SandboxSpec(
+        workspace=ctx.workdir,
+        workspace_writable=True,
+        network=network,
+        mounts=tuple(mounts),
+        memory_mb=ctx.memory_mb,
+    )
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """What one session did."""
+
+    ok: bool
+    usage: Usage
+    error_kind: ErrorKind | None = None
+    error_detail: str = ""
+    session_ids: tuple[str, ...] = ()
+    transcript: bytes | None = None
+    """Raw transcript; the caller redacts it before storing."""
+    agent_version: str | None = None
+    wall_s: float = 0.0
+    """Wall time spent in agent subprocesses."""
+
+
+class Adapter(Protocol):
+    """One agent kind."""
+
+    name: str
+
+    def identity(self) -> dict[str, object]:
+        """What about this agent goes into the cell identity (CLI version, options)."""
+        ...
+
+    def run(self, ctx: SessionContext) -> SessionResult:
+        """Run one session in ``ctx.workdir``; never raises for agent failures."""
+        ...

@@ -1,0 +1,115 @@
+"""The ``replay`` adapter: apply a recorded prediction instead of running an agent.
+
+Prediction files are JSONL. Each line is a SWE-bench prediction (``instance_id``, ``model_patch``,
+``model_name_or_path``), optionally extended with ``run`` (default 0) and ``usage`` (the recorded
+tokens, cost, turns and duration; missing values stay unknown). The patch is applied with
+``git apply`` inside the sandbox, so replaying untrusted predictions is as contained as a live
+session. Users can grade patches produced elsewhere this way (``wfbench grade``).
+"""
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from bench_assets.agents.base import SCRATCH, SessionContext, SessionResult, Usage, session_sandbox
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.errors import InputError
+from bench_assets.fsutil import atomic_write_text
+from bench_assets.hashing import sha256_json
+from bench_assets.sandbox import Isolation, run, sandbox_env
+
+
+class Prediction(BaseModel):
+    """One prediction line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    instance_id: str
+    model_patch: str
+    model_name_or_path: str
+    run: int = Field(default=0, ge=0)
+    usage: Usage = Field(default_factory=Usage)
+
+
+def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
+    """Predictions keyed by (instance id, run); errors name the file and line."""
+    out: dict[tuple[str, int], Prediction] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read predictions: {e}") from e
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            p = Prediction.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValidationError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise InputError(f"{path}: line {n}: invalid prediction: {first}") from e
+        key = (p.instance_id, p.run)
+        if key in out:
+            raise InputError(f"{path}: line {n}: duplicate prediction for {key[0]} run {key[1]}")
+        out[key] = p
+    return out
+
+
+class ReplayAdapter:
+    """Applies recorded patches and reports the recorded usage."""
+
+    name = "replay"
+
+    def __init__(self, predictions: dict[tuple[str, int], Prediction], source: str) -> None:
+        self._predictions = predictions
+        self._source = source
+
+    @classmethod
+    def from_file(cls, path: Path) -> "ReplayAdapter":
+        """Load a predictions file."""
+        return cls(load_predictions(path), path.name)
+
+    def identity(self) -> dict[str, object]:
+        """The adapter kind and the predictions file name."""
+        return {"adapter": self.name, "source": self._source}
+
+    def cell_identity(self, task_id: str, run: int) -> dict[str, object]:
+        """Identity of one cell's recorded input: the digest of its prediction line."""
+        p = self._predictions.get((task_id, run))
+        return {**self.identity(), "prediction": sha256_json(p.model_dump()) if p else None}
+
+    def has(self, task_id: str, run: int) -> bool:
+        """Whether a prediction exists for the cell."""
+        return (task_id, run) in self._predictions
+
+    def run(self, ctx: SessionContext) -> SessionResult:
+        """Apply the cell's patch in the worktree."""
+        p = self._predictions.get((ctx.task_id, ctx.run))
+        if p is None:
+            return SessionResult(
+                ok=False,
+                usage=Usage(),
+                error_kind=ErrorKind.INFRA_ERROR,
+                error_detail=f"no recorded prediction for {ctx.task_id} run {ctx.run} "
+                f"in {self._source}",
+            )
+        transcript = json.dumps({"replayed": p.model_name_or_path, "run": p.run}).encode()
+        if not p.model_patch.strip():
+            return SessionResult(ok=True, usage=p.usage, transcript=transcript)
+        atomic_write_text(ctx.scratch / "patch.diff", p.model_patch)
+        res = run(
+            ["git", "apply", "--whitespace=nowarn", f"{SCRATCH}/patch.diff"],
+            isolation=Isolation.SANDBOX,
+            env=sandbox_env(),
+            timeout_s=min(ctx.timeout_s, 300),
+            sandbox=session_sandbox(ctx, network=False),
+        )
+        if not res.ok:
+            return SessionResult(
+                ok=False,
+                usage=p.usage,
+                error_kind=ErrorKind.SESSION_ERROR,
+                error_detail=f"recorded patch does not apply: {res.tail(400)}",
+                transcript=transcript,
+                wall_s=res.duration_s,
+            )
+        return SessionResult(ok=True, usage=p.usage, transcript=transcript, wall_s=res.duration_s)

@@ -1,0 +1,432 @@
+"""Running one cell (task × arm × run) end to end, and the identity that decides reuse.
+
+:func:`run_cell` copies the sanitized template, installs the arm's skills, places the graph, runs
+setup, the agent session, ``verify`` and the hidden oracle, captures the patch, writes the record
+atomically, and removes the worktree. Nothing it does raises for a failing agent or a broken
+environment: each outcome becomes a record with a classified error kind (SPEC §6.4).
+
+:func:`cell_identity` lists everything a cell's result depends on (SPEC §10.1): harness version,
+arm configuration, model, effort, agent identity, sandbox backend, resource profile, and the data
+versions of binding, oracle, graph, skills and overlay. Equal identity means a stored record can be
+reused instead of paying for a new session.
+"""
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench_assets import __version__
+from bench_assets import sandbox as sandbox_mod
+from bench_assets.agents.base import Adapter, SessionContext, SessionResult, Usage
+from bench_assets.agents.command import CommandAdapter
+from bench_assets.agents.replay import ReplayAdapter
+from bench_assets.binding import TaskBinding
+from bench_assets.catalog import Benchmark
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.errors import WfbenchError
+from bench_assets.fsutil import atomic_write_text, remove_tree
+from bench_assets.grading import Grade, grade_cell
+from bench_assets.graph import GraphInfo
+from bench_assets.hashing import sha256_json
+from bench_assets.models import ArmSpec, ClaudeCodeAgent, CommandAgent, ReplayAgent
+from bench_assets.oracle import OracleSnapshot
+from bench_assets.overlay import OverlaySnapshot
+from bench_assets.records import (
+    CellRecord,
+    cell_dir,
+    new_record_id,
+    now_iso,
+    write_artifact,
+    write_record,
+)
+from bench_assets.redact import Redactor
+from bench_assets.sanitize import Template
+from bench_assets.skills import SkillsSnapshot
+from bench_assets.store import ArtifactStore
+from bench_assets.worktree import CellWorktree, prepare
+
+SANDBOX_BACKEND = "bwrap"
+MAX_DETAIL = 2000
+
+
+@dataclass(frozen=True)
+class CellInputs:
+    """The upstream artifacts a cell rests on (one task)."""
+
+    binding: TaskBinding
+    oracle: OracleSnapshot
+    oracle_payloads: dict[str, bytes]
+    template: Template
+    graph: GraphInfo
+    graph_file: Path
+    skills: SkillsSnapshot
+    skills_dir: Path
+    overlay: OverlaySnapshot | None = None
+    overlay_dir: Path | None = None
+
+
+def cell_key(arm: str, run: int) -> str:
+    """Partition key of a cell: ``<arm>.r<run>``."""
+    return f"{arm}.r{run}"
+
+
+def parse_cell_key(key: str) -> tuple[str, int]:
+    """Inverse of :func:`cell_key`."""
+    arm, _, run = key.rpartition(".r")
+    if not arm or not run.isdigit():
+        raise ValueError(f"bad cell key {key!r}; expected <arm>.r<run>")
+    return arm, int(run)
+
+
+def cell_keys(bench_runs: int, arms: list[str]) -> list[str]:
+    """Every cell key for ``arms`` × runs."""
+    return [cell_key(a, r) for a in arms for r in range(bench_runs)]
+
+
+def make_adapter(bench: Benchmark, arm: ArmSpec) -> Adapter:
+    """The adapter for an arm's agent."""
+    agent = arm.agent
+    if isinstance(agent, ReplayAgent):
+        return ReplayAdapter.from_file(bench.root / agent.predictions)
+    if isinstance(agent, CommandAgent):
+        return CommandAdapter(agent)
+    if isinstance(agent, ClaudeCodeAgent):
+        from bench_assets.agents.claude_code import ClaudeCodeAdapter
+
+        return ClaudeCodeAdapter(agent)
+    raise TypeError(f"unknown agent {agent!r}")
+
+
+def _timeouts(bench: Benchmark, task_id: str) -> dict[str, float]:
+    t = bench.task(task_id).spec.timeouts
+    lim = bench.config.limits
+    return {
+        "setup_s": float(t.setup_s or lim.setup_timeout_s),
+        "session_s": float(t.session_s or lim.session_timeout_s),
+        "verify_s": float(t.verify_s or lim.verify_timeout_s),
+        "oracle_s": float(t.oracle_s or lim.oracle_timeout_s),
+    }
+
+
+def cell_identity(
+    bench: Benchmark,
+    task_id: str,
+    arm_name: str,
+    run: int,
+    inputs: CellInputs,
+    adapter: Adapter,
+) -> dict[str, Any]:
+    """Everything the cell's result depends on (see module docstring)."""
+    arm = bench.config.arms[arm_name]
+    spec = bench.task(task_id).spec
+    per_cell = getattr(adapter, "cell_identity", None)
+    agent = per_cell(task_id, run) if callable(per_cell) else adapter.identity()
+    return {
+        "harness_version": __version__,
+        "arm": arm.model_dump(mode="json"),
+        "agent": agent,
+        "model": bench.config.model,
+        "effort": bench.config.effort,
+        "sandbox_backend": SANDBOX_BACKEND,
+        "resources": {**_timeouts(bench, task_id), **spec.resources.model_dump(mode="json")},
+        "skills_install_path": bench.config.skills.install_path,
+        "graph_path": bench.config.graph.path,
+        "run": run,
+        "binding": inputs.binding.digest,
+        "oracle": inputs.oracle.digest,
+        "graph": inputs.graph.digest,
+        "sanitized_sha": inputs.template.info.sanitized_sha,
+        "skills": inputs.skills.digest if arm.skills != "none" else None,
+        "overlay": inputs.overlay.digest if arm.skills == "candidate" and inputs.overlay else None,
+    }
+
+
+def identity_digest(identity: dict[str, Any]) -> str:
+    """Digest of a cell identity."""
+    return sha256_json(identity)
+
+
+_contained = False
+
+
+def ensure_contained() -> None:
+    """Prove sandbox containment once per process before any paid work (fail closed)."""
+    global _contained
+    if not _contained:
+        sandbox_mod.preflight()
+        _contained = True
+
+
+def _skill_layers(arm: ArmSpec, inputs: CellInputs) -> list[Path]:
+    if arm.skills == "none":
+        return []
+    layers = [inputs.skills_dir]
+    if arm.skills == "candidate":
+        if inputs.overlay_dir is None:
+            raise WfbenchError("candidate arm without a candidate overlay")
+        layers.append(inputs.overlay_dir)
+    return layers
+
+
+def _error_kind(session: SessionResult | None, grade: Grade | None) -> ErrorKind | None:
+    if session is None or grade is None:
+        return ErrorKind.INFRA_ERROR
+    if session.error_kind is not None:
+        return session.error_kind
+    if not session.ok:
+        return ErrorKind.SESSION_ERROR
+    if grade.oracle_error is not None and grade.oracle_error is not ErrorKind.ORACLE_UNAVAILABLE:
+        return grade.oracle_error
+    if not grade.verify_passed:
+        return ErrorKind.VERIFY_FAILED
+    if grade.oracle_error is not None:
+        return grade.oracle_error
+    if not grade.oracle_passed:
+        return ErrorKind.ORACLE_FAILED
+    if not grade.patch.strip():
+        return ErrorKind.NO_WORK_PRODUCED
+    return None
+
+
+def run_cell(
+    bench: Benchmark,
+    task_id: str,
+    arm_name: str,
+    run: int,
+    inputs: CellInputs,
+    artifacts: ArtifactStore,
+    *,
+    generation: str | None,
+    redactor: Redactor,
+    adapter: Adapter | None = None,
+    ad_hoc: bool = False,
+) -> tuple[CellRecord, Path]:
+    """Run one cell and store its record; returns the record and the record file."""
+    ensure_contained()
+    started = time.monotonic()
+    arm = bench.config.arms[arm_name]
+    task = bench.task(task_id)
+    adapter = adapter or make_adapter(bench, arm)
+    identity = cell_identity(bench, task_id, arm_name, run, inputs, adapter)
+    record_id = new_record_id()
+    work = artifacts.work(record_id)
+    timeouts = _timeouts(bench, task_id)
+    memory = task.spec.resources.memory_mb
+    timings: dict[str, float] = {}
+    session: SessionResult | None = None
+    grade: Grade | None = None
+    detail = ""
+    wt: CellWorktree | None = None
+    atomic_write_text(work / "owner", f"{socket.gethostname()}:{os.getpid()}\n")
+    try:
+        t0 = time.monotonic()
+        wt = prepare(
+            inputs.template,
+            work / "tree",
+            skill_layers=_skill_layers(arm, inputs),
+            install_path=bench.config.skills.install_path,
+            graph_file=inputs.graph_file,
+            graph_path=bench.config.graph.path,
+            setup=task.spec.setup,
+            setup_timeout_s=timeouts["setup_s"],
+            protected=list(task.spec.protected),
+            memory_mb=memory,
+        )
+        timings["prepare_s"] = time.monotonic() - t0
+        if wt.setup_result is not None:
+            timings["setup_s"] = wt.setup_result.duration_s
+        scratch = work / "scratch"
+        scratch.mkdir(parents=True)
+        expected = getattr(arm.agent, "expected_skill", None)
+        secret_names = list(getattr(arm.agent, "env", []) or [])
+        ctx = SessionContext(
+            task_id=task_id,
+            arm=arm_name,
+            run=run,
+            prompt=task.spec.prompt,
+            model=bench.config.model,
+            effort=bench.config.effort,
+            workdir=wt.path,
+            scratch=scratch,
+            timeout_s=timeouts["session_s"],
+            expected_skill=expected if arm.skills != "none" else None,
+            secrets_env=_secrets(secret_names),
+            memory_mb=memory,
+            readonly_paths=tuple(wt.readonly_paths),
+        )
+        t0 = time.monotonic()
+        session = adapter.run(ctx)
+        timings["session_s"] = time.monotonic() - t0
+        timings["agent_process_s"] = session.wall_s
+        t0 = time.monotonic()
+        grade = grade_cell(
+            wt,
+            verify=task.spec.verify,
+            snapshot=inputs.oracle,
+            payloads=inputs.oracle_payloads,
+            stage_parent=work / "stage",
+            verify_timeout_s=timeouts["verify_s"],
+            oracle_timeout_s=timeouts["oracle_s"],
+            tail_bytes=bench.config.limits.output_tail_bytes,
+            memory_mb=memory,
+        )
+        timings["grade_s"] = time.monotonic() - t0
+        timings["verify_s"] = grade.verify_s
+        timings["oracle_s"] = grade.oracle_s
+        timings["capture_s"] = grade.capture_s
+    except (WfbenchError, OSError) as e:
+        detail = f"{type(e).__name__}: {e}"
+    kind = _error_kind(session, grade)
+    if session is not None and session.error_detail:
+        detail = session.error_detail
+    elif (
+        grade is not None
+        and grade.oracle_detail
+        and kind
+        in (
+            ErrorKind.ORACLE_FAILED,
+            ErrorKind.EVIDENCE_UNVERIFIED,
+            ErrorKind.ORACLE_UNAVAILABLE,
+        )
+    ):
+        detail = grade.oracle_detail
+    folder = cell_dir(artifacts, task_id, cell_key(arm_name, run), record_id)
+    patch = transcript = None
+    if grade is not None:
+        patch = write_artifact(
+            folder, "patch.diff", redactor.bytes(grade.patch), grade.patch_truncated
+        )
+    if session is not None and session.transcript is not None:
+        transcript = write_artifact(folder, "transcript.jsonl", redactor.bytes(session.transcript))
+    try:
+        remove_tree(work)
+    except OSError as e:
+        kind = ErrorKind.CLEANUP_FAILURE
+        detail = f"worktree cleanup failed: {e}"
+    usage = session.usage if session is not None else Usage()
+    resolved = kind is None
+    record = CellRecord(
+        record_id=record_id,
+        task=task_id,
+        task_class=task.spec.class_,
+        arm=arm_name,
+        role=arm.role,
+        run=run,
+        cell=cell_key(arm_name, run),
+        generation=generation,
+        adapter=adapter.name,
+        model=bench.config.model,
+        effort=bench.config.effort,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_input_tokens=usage.cache_read_input_tokens,
+        cache_creation_input_tokens=usage.cache_creation_input_tokens,
+        total_tokens=usage.total_tokens,
+        cost_usd=usage.cost_usd,
+        turns=usage.turns,
+        agent_duration_s=usage.duration_s,
+        duration_s=round(time.monotonic() - started, 3),
+        churn_files=grade.churn_files if grade else 0,
+        churn_insertions=grade.churn_insertions if grade else 0,
+        churn_deletions=grade.churn_deletions if grade else 0,
+        verify_passed=bool(grade and grade.verify_passed),
+        oracle_passed=bool(grade and grade.oracle_passed),
+        resolved=resolved,
+        error_kind=kind,
+        error_detail=redactor.text(detail)[:MAX_DETAIL],
+        verify_tail=redactor.text(grade.verify_tail if grade else ""),
+        protected_changed=grade.protected_changed if grade else [],
+        session_ids=list(session.session_ids) if session else [],
+        patch=patch,
+        transcript=transcript,
+        identity_digest=identity_digest(identity),
+        identity=identity,
+        skills_digest=identity["skills"],
+        overlay_digest=identity["overlay"],
+        binding_digest=inputs.binding.digest,
+        resolved_sha=inputs.binding.resolved_sha,
+        sanitized_sha=inputs.template.info.sanitized_sha,
+        oracle_digest=inputs.oracle.digest,
+        graph_digest=inputs.graph.digest,
+        harness_version=__version__,
+        agent_version=session.agent_version if session else None,
+        sandbox_backend=SANDBOX_BACKEND,
+        timings={k: round(v, 4) for k, v in timings.items()},
+        recorded_at=now_iso(),
+        ad_hoc=ad_hoc,
+    )
+    return record, write_record(folder, record)
+
+
+def _secrets(names: list[str]) -> dict[str, str]:
+    return {n: os.environ[n] for n in names if n in os.environ}
+
+
+def _alive(owner: str) -> bool:
+    host, _, pid = owner.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's cell: not ours to judge
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_work(artifacts: ArtifactStore) -> int:
+    """Delete worktrees of cells whose process died (killed mid-cell); returns how many."""
+    root = artifacts.root / "work"
+    if not root.is_dir():
+        return 0
+    n = 0
+    for d in root.iterdir():
+        owner_file = d / "owner"
+        owner = owner_file.read_text().strip() if owner_file.is_file() else ""
+        if owner and _alive(owner):
+            continue
+        remove_tree(d)
+        n += 1
+    return n
+
+
+def build_cell_inputs(
+    bench: Benchmark,
+    task_id: str,
+    artifacts: ArtifactStore,
+    *,
+    candidate: str | None = None,
+) -> CellInputs:
+    """Build every upstream input of a task's cells directly (no Dagster): for the CLI."""
+    from bench_assets import inputs as inputs_mod
+    from bench_assets import oracle as oracle_mod
+    from bench_assets import overlay as overlay_mod
+    from bench_assets import skills as skills_mod
+
+    bound = inputs_mod.bind_task(bench, task_id, artifacts).binding
+    captured = inputs_mod.capture_oracle(bench, task_id, bound, artifacts)
+    built = inputs_mod.build_sanitized_graph(bench, task_id, bound, captured, artifacts)
+    skills, skills_path = skills_mod.snapshot(bench.skills_dir, artifacts)
+    ov = ov_dir = None
+    if candidate is not None:
+        cand = bench.candidates.get(candidate)
+        if cand is None:
+            known = ", ".join(sorted(bench.candidates)) or "none"
+            raise WfbenchError(f"unknown candidate {candidate!r} (queued: {known})")
+        ov, ov_dir = overlay_mod.snapshot(cand, bench.skills_dir, skills.digest, artifacts)
+    return CellInputs(
+        binding=bound,
+        oracle=captured.snapshot,
+        oracle_payloads=oracle_mod.verify_stored(captured.snapshot, artifacts),
+        template=built.template,
+        graph=built.graph,
+        graph_file=artifacts.graph(built.graph.digest) / "graph.json",
+        skills=skills,
+        skills_dir=skills_path / "files",
+        overlay=ov,
+        overlay_dir=ov_dir,
+    )

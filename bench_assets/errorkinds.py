@@ -1,0 +1,69 @@
+"""The closed set of cell error kinds and their classes (SPEC §6.4), defined once.
+
+Aggregation, reuse and the outage breaker all read these classes from here:
+
+* **excluded** — the cell says nothing about the arm's quality: left out of medians and never
+  reused (``session-error``, ``infra-error``, ``evidence-unverified``, ``cleanup-failure``,
+  ``review-evidence-invalid``, ``cancelled``);
+* **systemic** — counts toward the outage breaker's streak (``session-error``, ``infra-error``,
+  ``cleanup-failure``, ``review-evidence-invalid``);
+* everything else is a **valid negative**: the arm ran and did not resolve the task.
+"""
+
+import enum
+
+
+class ErrorKind(enum.StrEnum):
+    """Why a cell did not resolve its task."""
+
+    SESSION_ERROR = "session-error"
+    INFRA_ERROR = "infra-error"
+    CANCELLED = "cancelled"
+    CLEANUP_FAILURE = "cleanup-failure"
+    EVIDENCE_UNVERIFIED = "evidence-unverified"
+    SKILL_NOT_INVOKED = "skill-not-invoked"
+    VERIFY_FAILED = "verify-failed"
+    ORACLE_FAILED = "oracle-failed"
+    ORACLE_UNAVAILABLE = "oracle-unavailable"
+    NO_WORK_PRODUCED = "no-work-produced"
+    REVIEW_EVIDENCE_INVALID = "review-evidence-invalid"
+
+
+EXCLUDED = frozenset(
+    {
+        ErrorKind.SESSION_ERROR,
+        ErrorKind.INFRA_ERROR,
+        ErrorKind.EVIDENCE_UNVERIFIED,
+        ErrorKind.CLEANUP_FAILURE,
+        ErrorKind.REVIEW_EVIDENCE_INVALID,
+        ErrorKind.CANCELLED,
+    }
+)
+SYSTEMIC = frozenset(
+    {
+        ErrorKind.SESSION_ERROR,
+        ErrorKind.INFRA_ERROR,
+        ErrorKind.CLEANUP_FAILURE,
+        ErrorKind.REVIEW_EVIDENCE_INVALID,
+    }
+)
+
+
+def is_excluded(kind: ErrorKind | None) -> bool:
+    """Left out of medians and resolve rates."""
+    return kind in EXCLUDED
+
+
+def is_systemic(kind: ErrorKind | None) -> bool:
+    """Counts toward the outage breaker."""
+    return kind in SYSTEMIC
+
+
+def is_reusable(kind: ErrorKind | None) -> bool:
+    """A later generation may reuse the cell instead of paying for it again."""
+    return kind not in EXCLUDED
+
+
+def is_valid_negative(kind: ErrorKind | None) -> bool:
+    """The arm ran properly and failed the task."""
+    return kind is not None and kind not in EXCLUDED

@@ -1,0 +1,138 @@
+"""The cell record (SPEC §7): one per cell materialization, stored as JSON beside its artifacts.
+
+Layout: ``cells/<task>/<arm>.r<k>/<record id>/`` holds ``patch.diff``, ``transcript.jsonl``
+(redacted) and ``record.json``. The record is written last and atomically, so a crash or kill
+leaves no partial record — at most an orphan artifact folder that nothing points to.
+"""
+
+import datetime as dt
+import secrets
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.fsutil import atomic_write_bytes, atomic_write_json
+from bench_assets.hashing import sha256_bytes, sha256_json
+from bench_assets.store import ArtifactStore
+
+SCHEMA_VERSION = 1
+
+
+class Artifact(BaseModel):
+    """A stored artifact file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    sha256: str
+    bytes: int
+    truncated: bool = False
+
+
+class ReusedFrom(BaseModel):
+    """Where a reused record came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str
+    generation: str | None
+    recorded_at: str
+    data_version: str
+
+
+class CellRecord(BaseModel):
+    """Everything one cell did, measured, and what it rests on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    record_id: str
+    task: str
+    task_class: str
+    arm: str
+    role: Literal["comparator", "candidate"]
+    run: int
+    cell: str
+    generation: str | None
+    adapter: str
+    model: str
+    effort: str | None
+    # usage, as reported by the agent (null = unmeasured, never 0)
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_input_tokens: int | None
+    cache_creation_input_tokens: int | None
+    total_tokens: int | None
+    cost_usd: float | None
+    turns: int | None
+    agent_duration_s: float | None
+    duration_s: float
+    """Wall time of the whole cell."""
+    churn_files: int
+    churn_insertions: int
+    churn_deletions: int
+    verify_passed: bool
+    oracle_passed: bool
+    resolved: bool
+    error_kind: ErrorKind | None
+    error_detail: str
+    verify_tail: str
+    protected_changed: list[str]
+    session_ids: list[str]
+    patch: Artifact | None
+    transcript: Artifact | None
+    identity_digest: str
+    identity: dict[str, object]
+    skills_digest: str | None
+    overlay_digest: str | None
+    binding_digest: str
+    resolved_sha: str
+    sanitized_sha: str
+    oracle_digest: str
+    graph_digest: str
+    harness_version: str
+    agent_version: str | None
+    sandbox_backend: str
+    timings: dict[str, float]
+    recorded_at: str
+    ad_hoc: bool = False
+    """A `wfbench try` cell: never counted as evidence."""
+
+    @property
+    def data_version(self) -> str:
+        """Content digest of the record: the cell partition's data version."""
+        return sha256_json(self.model_dump(mode="json"))
+
+
+def new_record_id() -> str:
+    """Sortable unique id: UTC timestamp plus randomness."""
+    now = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    return f"{now}-{secrets.token_hex(3)}"
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO 8601."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def cell_dir(artifacts: ArtifactStore, task: str, cell: str, record_id: str) -> Path:
+    """Folder holding one record and its artifacts."""
+    return artifacts.root / "cells" / task / cell / record_id
+
+
+def write_artifact(folder: Path, name: str, data: bytes, truncated: bool = False) -> Artifact:
+    """Store one artifact file atomically."""
+    path = atomic_write_bytes(folder / name, data)
+    return Artifact(path=str(path), sha256=sha256_bytes(data), bytes=len(data), truncated=truncated)
+
+
+def write_record(folder: Path, record: CellRecord) -> Path:
+    """Write ``record.json`` last, atomically: the commit point of a cell."""
+    return atomic_write_json(folder / "record.json", record.model_dump(mode="json"))
+
+
+def load_record(path: Path) -> CellRecord:
+    """Read a stored record."""
+    return CellRecord.model_validate_json(path.read_text(encoding="utf-8"))

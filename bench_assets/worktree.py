@@ -1,0 +1,126 @@
+"""Cell worktrees: a private copy of the sanitized template prepared for one arm.
+
+Preparation copies the template (copy-on-write where the filesystem allows), installs the arm's
+skill tree (none / incumbent / incumbent + candidate overlay) at the configured path, places the
+code graph, and commits both, so the agent's own diff starts clean and never counts skill files.
+Then the task's ``setup`` runs in the sandbox and its changes are committed too. The resulting
+commit is the *base* every patch and churn figure is measured against; the protected files'
+contents at the base are kept so grading can restore them.
+"""
+
+import fnmatch
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench_assets.errors import CommandError
+from bench_assets.fsutil import atomic_write_bytes
+from bench_assets.gitrepo import git_in_sandbox
+from bench_assets.sandbox import ExecResult, Isolation, SandboxSpec, run, sandbox_env
+from bench_assets.sanitize import Template, copy_worktree
+
+
+@dataclass
+class CellWorktree:
+    """A prepared worktree."""
+
+    path: Path
+    base_sha: str
+    excluded_paths: list[str]
+    """Worktree paths that are not the agent's work (skills, graph): out of patch and churn."""
+    readonly_paths: list[str]
+    protected_globs: list[str]
+    protected_state: dict[str, bytes] = field(default_factory=dict)
+    setup_result: ExecResult | None = None
+
+
+def _install_tree(src: Path, dest: Path) -> None:
+    for dirpath, _dirnames, filenames in os.walk(src):
+        for name in filenames:
+            s = Path(dirpath) / name
+            rel = s.relative_to(src)
+            mode = 0o755 if os.access(s, os.X_OK) else 0o644
+            atomic_write_bytes(dest / rel, s.read_bytes(), mode=mode)
+
+
+def protected_files(root: Path, globs: list[str]) -> list[str]:
+    """Worktree-relative files matching any protected glob (never inside ``.git``)."""
+    out: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        for name in filenames:
+            rel = (Path(dirpath) / name).relative_to(root).as_posix()
+            if any(fnmatch.fnmatch(rel, g) for g in globs):
+                out.append(rel)
+    return sorted(out)
+
+
+def prepare(
+    template: Template,
+    dest: Path,
+    *,
+    skill_layers: list[Path],
+    install_path: str,
+    graph_file: Path | None,
+    graph_path: str,
+    setup: str | None,
+    setup_timeout_s: float,
+    protected: list[str],
+    memory_mb: int | None = None,
+) -> CellWorktree:
+    """Copy the template to ``dest`` and prepare it for one cell (see module docstring)."""
+    copy_worktree(template, dest)
+    excluded: list[str] = []
+    readonly: list[str] = []
+    if skill_layers:
+        target = dest / install_path
+        for layer in skill_layers:
+            _install_tree(layer, target)
+        excluded.append(install_path)
+        readonly.append(install_path)
+    if graph_file is not None:
+        atomic_write_bytes(dest / graph_path, graph_file.read_bytes(), mode=0o444)
+        excluded.append(graph_path)
+        readonly.append(graph_path)
+    git_in_sandbox(["add", "-A", "-f", "--", "."], dest)
+    git_in_sandbox(["commit", "-q", "--allow-empty", "-m", "wfbench: arm setup"], dest)
+    setup_result = None
+    if setup:
+        setup_result = run(
+            ["/bin/sh", "-c", setup],
+            isolation=Isolation.SANDBOX,
+            env=sandbox_env(),
+            timeout_s=setup_timeout_s,
+            sandbox=SandboxSpec(workspace=dest, network=False, memory_mb=memory_mb),
+        )
+        if not setup_result.ok:
+            why = "timed out" if setup_result.timed_out else f"exited {setup_result.returncode}"
+            raise CommandError(f"task setup {why}: {setup_result.tail(600)}")
+        git_in_sandbox(["add", "-A", "--", "."], dest)
+        git_in_sandbox(["commit", "-q", "--allow-empty", "-m", "wfbench: task setup"], dest)
+    base = git_in_sandbox(["rev-parse", "HEAD"], dest).text().strip()
+    wt = CellWorktree(dest, base, excluded, readonly, list(protected), setup_result=setup_result)
+    wt.protected_state = {p: (dest / p).read_bytes() for p in protected_files(dest, protected)}
+    return wt
+
+
+def restore_protected(wt: CellWorktree) -> list[str]:
+    """Put protected files back to their base state; return those the agent changed."""
+    changed: list[str] = []
+    now = set(protected_files(wt.path, wt.protected_globs))
+    for rel in sorted(now | set(wt.protected_state)):
+        p = wt.path / rel
+        want = wt.protected_state.get(rel)
+        have = p.read_bytes() if p.is_file() and not p.is_symlink() else None
+        if have == want and not p.is_symlink():
+            continue
+        changed.append(rel)
+        if p.is_symlink() or p.exists():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+        if want is not None:
+            atomic_write_bytes(p, want)
+    return changed

@@ -118,9 +118,10 @@ def cell_identity(
     run: int,
     inputs: CellInputs,
     adapter: Adapter,
+    arm_spec: ArmSpec | None = None,
 ) -> dict[str, Any]:
     """Everything the cell's result depends on (see module docstring)."""
-    arm = bench.config.arms[arm_name]
+    arm = arm_spec or bench.config.arms[arm_name]
     spec = bench.task(task_id).spec
     per_cell = getattr(adapter, "cell_identity", None)
     agent = per_cell(task_id, run) if callable(per_cell) else adapter.identity()
@@ -202,15 +203,19 @@ def run_cell(
     generation: str | None,
     redactor: Redactor,
     adapter: Adapter | None = None,
+    arm_spec: ArmSpec | None = None,
     ad_hoc: bool = False,
 ) -> tuple[CellRecord, Path]:
-    """Run one cell and store its record; returns the record and the record file."""
+    """Run one cell and store its record; returns the record and the record file.
+
+    ``arm_spec`` runs an arm that is not in bench.yaml (``wfbench grade`` / ``wfbench try``).
+    """
     ensure_contained()
     started = time.monotonic()
-    arm = bench.config.arms[arm_name]
+    arm = arm_spec or bench.config.arms[arm_name]
     task = bench.task(task_id)
     adapter = adapter or make_adapter(bench, arm)
-    identity = cell_identity(bench, task_id, arm_name, run, inputs, adapter)
+    identity = cell_identity(bench, task_id, arm_name, run, inputs, adapter, arm)
     record_id = new_record_id()
     work = artifacts.work(record_id)
     timeouts = _timeouts(bench, task_id)

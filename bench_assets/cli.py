@@ -261,3 +261,297 @@ def schema(tasks_dir: Path, check: bool) -> None:
         return
     for path in schema_mod.write(target):
         click.echo(f"wrote {path}")
+
+
+def _cell_row(md: dict[str, Any]) -> dict[str, Any]:
+    from bench_assets.cells import parse_cell_key
+
+    arm, run = parse_cell_key(str(md["cell"]))
+
+    def measured(v: Any) -> Any:
+        return None if v in (None, "unmeasured") else v
+
+    return {
+        "task": md["task"],
+        "arm": arm,
+        "run": run,
+        "verify": md.get("verify_passed"),
+        "oracle": md.get("oracle_passed"),
+        "resolved": md.get("resolved"),
+        "cost_usd": measured(md.get("cost_usd")),
+        "tokens": measured(md.get("total_tokens")),
+        "turns": measured(md.get("turns")),
+        "error_kind": None if md.get("error_kind") in (None, "-") else md.get("error_kind"),
+        "reused": bool(md.get("reused")),
+        "generation": None if md.get("generation") in (None, "-") else md.get("generation"),
+        "record_path": md.get("record_path"),
+    }
+
+
+def _print_cells(rows: list[dict[str, Any]]) -> None:
+    def yn(v: Any) -> str:
+        return "-" if v is None else ("yes" if v else "no")
+
+    def num(v: Any, fmt: str) -> str:
+        return "null" if v is None else format(v, fmt)
+
+    header = (
+        f"{'task':<22} {'arm':<20} {'run':>3} {'verify':>6} {'oracle':>6} {'resolved':>8} "
+        f"{'cost $':>8} {'tokens':>8} {'turns':>5}  {'error kind':<18} reused"
+    )
+    click.echo(header)
+    click.echo("-" * len(header))
+    for r in rows:
+        click.echo(
+            f"{r['task']:<22} {r['arm']:<20} {r['run']:>3} {yn(r['verify']):>6} "
+            f"{yn(r['oracle']):>6} {yn(r['resolved']):>8} {num(r['cost_usd'], '.4f'):>8} "
+            f"{num(r['tokens'], 'd'):>8} {num(r['turns'], 'd'):>5}  "
+            f"{r['error_kind'] or '-':<18} {'yes' if r['reused'] else 'no'}"
+        )
+    resolved = sum(1 for r in rows if r["resolved"])
+    reused = sum(1 for r in rows if r["reused"])
+    click.echo(f"{len(rows)} cell(s): {resolved} resolved, {reused} reused")
+
+
+@main.command()
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option(
+    "--run", "do_run", is_flag=True, help="Materialize every cell first (reusing unchanged ones)."
+)
+@click.option("--force", is_flag=True, help="With --run: pay for fresh cells even if reusable.")
+@click.option("--task", "only", multiple=True, help="Only this task (repeatable).")
+@click.option("--generation", default="", help="Generation id recorded on fresh cells (--run).")
+@click.option(
+    "--candidate", default="", help="Queued candidate to evaluate (--run; default: first)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per cell.")
+def cells(
+    tasks_dir: Path,
+    do_run: bool,
+    force: bool,
+    only: tuple[str, ...],
+    generation: str,
+    candidate: str,
+    as_json: bool,
+) -> None:
+    """List the latest record of every cell (task × arm × run).
+
+    With --run, first materializes the input assets and every cell through the Dagster instance:
+    an unchanged cell is re-recorded as reused without starting any agent; --force pays for all.
+    The sandbox is checked before any cell runs (exit 2 if bubblewrap cannot contain it).
+    """
+    from bench_assets.defs.instance_ops import (
+        StepFailed,
+        latest_cells,
+        materialize_cells,
+        materialize_inputs,
+        sync_instance,
+    )
+
+    bench = load_benchmark(tasks_dir)
+    task_ids = [bench.task(t).id for t in only] if only else bench.task_ids()
+    instance = _instance()
+    if do_run:
+        from bench_assets import sandbox
+
+        sandbox.preflight()
+        sync_instance(instance, bench)
+        root = os.environ.get("WFBENCH_ARTIFACTS", "")
+        try:
+            materialize_inputs(
+                instance,
+                task_ids,
+                tasks_dir=str(bench.root),
+                artifact_root=root,
+                progress=_progress,
+            )
+            materialize_cells(
+                instance,
+                task_ids,
+                tasks_dir=str(bench.root),
+                artifact_root=root,
+                force=force,
+                generation=generation,
+                candidate=candidate,
+                progress=_progress,
+            )
+        except StepFailed as e:
+            _fail_step(e)
+    rows = [_cell_row(md) for md in latest_cells(instance, task_ids, str(bench.root))]
+    if as_json:
+        for r in rows:
+            click.echo(json.dumps(r))
+        return
+    if not rows:
+        click.echo("no cells materialized yet; run `wfbench cells --run`")
+        return
+    _print_cells(rows)
+
+
+def _fail_step(e: Any) -> NoReturn:
+    from bench_assets import errors
+
+    cls = getattr(errors, e.cls_name, None)
+    code = cls.exit_code if isinstance(cls, type) and issubclass(cls, WfbenchError) else 1
+    _fail(f"{e.step}: {e.cls_name}: {e.message}", code)
+
+
+def _record_row(record: Any) -> dict[str, Any]:
+    return {
+        "task": record.task,
+        "arm": record.arm,
+        "run": record.run,
+        "verify": record.verify_passed,
+        "oracle": record.oracle_passed,
+        "resolved": record.resolved,
+        "cost_usd": record.cost_usd,
+        "tokens": record.total_tokens,
+        "turns": record.turns,
+        "error_kind": record.error_kind.value if record.error_kind else None,
+        "reused": False,
+    }
+
+
+@main.command()
+@click.option(
+    "--predictions",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    help="SWE-bench-style JSONL: instance_id, model_patch, model_name_or_path [, run, usage].",
+)
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one full cell record per line.")
+def grade(predictions: Path, tasks_dir: Path, as_json: bool) -> None:
+    """Grade predicted patches against the tasks, with no agent (like `swebench eval`).
+
+    Each line's instance_id names a task; its patch is applied in a sanitized worktree inside the
+    sandbox, then graded by the task's verify command and hidden oracle. Records are stored as
+    ad-hoc cells (arm "grade"), never counted as evidence.
+    """
+    from bench_assets import sandbox
+    from bench_assets.agents.replay import ReplayAdapter, load_predictions
+    from bench_assets.cells import build_cell_inputs, run_cell
+    from bench_assets.models import ArmSpec
+    from bench_assets.redact import from_environment
+    from bench_assets.store import ArtifactStore, default_artifact_root
+
+    bench = load_benchmark(tasks_dir)
+    preds = load_predictions(predictions)
+    for task_id, _ in preds:
+        bench.task(task_id)
+    sandbox.preflight()
+    artifacts = ArtifactStore(default_artifact_root())
+    arm = ArmSpec.model_validate(
+        {"agent": {"adapter": "replay", "predictions": predictions.name}, "skills": "none"}
+    )
+    inputs_by_task: dict[str, Any] = {}
+    rows = []
+    for i, ((task_id, run), pred) in enumerate(sorted(preds.items()), 1):
+        _progress(f"[{i}/{len(preds)}] {task_id} run {run} ({pred.model_name_or_path})")
+        if task_id not in inputs_by_task:
+            inputs_by_task[task_id] = build_cell_inputs(bench, task_id, artifacts)
+        record, _ = run_cell(
+            bench,
+            task_id,
+            "grade",
+            run,
+            inputs_by_task[task_id],
+            artifacts,
+            generation=None,
+            redactor=from_environment(),
+            adapter=ReplayAdapter({(task_id, run): pred}, predictions.name),
+            arm_spec=arm,
+            ad_hoc=True,
+        )
+        if as_json:
+            click.echo(record.model_dump_json())
+        rows.append(_record_row(record))
+    if not as_json:
+        _print_cells(rows)
+
+
+@main.command(name="try")
+@click.argument("task_id")
+@click.option(
+    "--command",
+    "command",
+    required=True,
+    help="Agent command line; placeholders {prompt_file} {workdir} {model} {effort}.",
+)
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option(
+    "--skills", type=click.Choice(["none", "incumbent"]), default="incumbent", show_default=True
+)
+@click.option("--network", is_flag=True, help="Let the agent reach the network (e.g. a model API).")
+@click.option(
+    "--env", "env_names", multiple=True, help="Host variable passed to the agent (repeatable)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the full cell record.")
+def try_cell(
+    task_id: str,
+    command: str,
+    tasks_dir: Path,
+    skills: str,
+    network: bool,
+    env_names: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Run one ad-hoc cell of TASK_ID with a command agent and print its record.
+
+    For people debugging an arm: the cell is sandboxed and graded exactly like a real one, stored
+    under arm "try", and never counted as evidence.
+    """
+    import shlex
+
+    from bench_assets import sandbox
+    from bench_assets.cells import build_cell_inputs, run_cell
+    from bench_assets.models import ArmSpec
+    from bench_assets.redact import from_environment
+    from bench_assets.store import ArtifactStore, default_artifact_root
+
+    bench = load_benchmark(tasks_dir)
+    bench.task(task_id)
+    argv = shlex.split(command)
+    if not argv:
+        _fail("--command is empty", EXIT_INVALID)
+    arm = ArmSpec.model_validate(
+        {
+            "agent": {
+                "adapter": "command",
+                "argv": argv,
+                "network": network,
+                "env": list(env_names),
+            },
+            "skills": skills,
+        }
+    )
+    sandbox.preflight()
+    artifacts = ArtifactStore(default_artifact_root())
+    inputs = build_cell_inputs(bench, task_id, artifacts)
+    record, path = run_cell(
+        bench,
+        task_id,
+        "try",
+        0,
+        inputs,
+        artifacts,
+        generation=None,
+        redactor=from_environment(env_names),
+        arm_spec=arm,
+        ad_hoc=True,
+    )
+    if as_json:
+        click.echo(record.model_dump_json(indent=2))
+        return
+    _print_cells([_record_row(record)])
+    if record.error_detail:
+        click.echo(f"detail: {record.error_detail}")
+    click.echo(f"record: {path}")
+    if record.verify_tail and not record.verify_passed:
+        click.echo("verify output (tail):\n" + record.verify_tail[-1500:])

@@ -309,14 +309,17 @@ class _Runtime:
     path_prefix: tuple[str, ...]
 
 
-def _resolve_runtime(executable: str) -> _Runtime | None:
+def _resolve_runtime(executable: str) -> _Runtime | str:
+    """Where the CLI lives and what to mount for it, or why it cannot be started."""
     found = shutil.which(executable)
     if found is None:
-        return None
+        return f"claude executable {executable!r} not found on PATH"
     exe = Path(found).resolve()
     mount_dirs: list[Path] = []
     path_prefix: list[str] = []
-    if not _under(exe, _SYSTEM_TREES) and _mountable(exe.parent):
+    if not _under(exe, _SYSTEM_TREES):
+        if not _mountable(exe.parent):
+            return f"claude executable {str(exe)!r} is in a folder wfbench will not mount"
         mount_dirs.append(exe.parent)
     interpreter = _interpreter_of(exe, path_prefix)
     if interpreter is not None and not _under(interpreter, _SYSTEM_TREES):
@@ -382,7 +385,7 @@ class ClaudeCodeAdapter:
 
     def _probe_version(self) -> str | None:
         runtime = _resolve_runtime(self._spec.executable)
-        if runtime is None:
+        if isinstance(runtime, str):
             return None
         try:
             res = run(
@@ -473,12 +476,9 @@ class ClaudeCodeAdapter:
             The outcome, with usage taken only from the CLI's terminal ``result`` event.
         """
         runtime = _resolve_runtime(self._spec.executable)
-        if runtime is None:
+        if isinstance(runtime, str):
             return SessionResult(
-                ok=False,
-                usage=Usage(),
-                error_kind=ErrorKind.INFRA_ERROR,
-                error_detail=f"claude executable {self._spec.executable!r} not found on PATH",
+                ok=False, usage=Usage(), error_kind=ErrorKind.INFRA_ERROR, error_detail=runtime
             )
         version = self._cli_version()
         redactor = Redactor(ctx.secrets_env.values())
@@ -509,8 +509,7 @@ class ClaudeCodeAdapter:
                 agent_version=version,
             )
         parsed = parse_stream(res.stdout)
-        expected = ctx.expected_skill or self._spec.expected_skill
-        kind, detail = _judge(res, parsed, ctx.timeout_s, expected)
+        kind, detail = _judge(res, parsed, ctx.timeout_s, ctx.expected_skill)
         return SessionResult(
             ok=kind is None,
             usage=parsed.usage(),

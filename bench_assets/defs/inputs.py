@@ -32,16 +32,17 @@ GRAPH_CODE_VERSION = "graph-v1"
 
 
 def upstream_metadata(
-    context: dg.AssetExecutionContext, asset_key: dg.AssetKey, partition_key: str
+    context: dg.AssetExecutionContext, asset_key: dg.AssetKey, partition_key: str | None
 ) -> dict[str, Any]:
     """Metadata of the latest materialization of one upstream partition (partition-aware)."""
+    partitions = [partition_key] if partition_key is not None else None
     records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[partition_key]), limit=1
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=partitions), limit=1
     ).records
     if not records:
+        where = f"[{partition_key}]" if partition_key is not None else ""
         raise InputError(
-            f"{asset_key.to_user_string()}[{partition_key}] has never been materialized; "
-            "materialize it first"
+            f"{asset_key.to_user_string()}{where} has never been materialized; materialize it first"
         )
     mat = records[0].asset_materialization
     assert mat is not None

@@ -146,3 +146,83 @@ def _is_wfbench_error(cls_name: str) -> bool:
 
     cls = getattr(errors, cls_name, None)
     return isinstance(cls, type) and issubclass(cls, errors.WfbenchError)
+
+
+def materialize_cells(
+    instance: dg.DagsterInstance,
+    task_ids: list[str],
+    *,
+    tasks_dir: str,
+    artifact_root: str,
+    force: bool,
+    generation: str,
+    candidate: str,
+    progress: Callable[[str], None],
+) -> list[dict[str, object]]:
+    """Materialize the candidate overlay and every cell of ``task_ids``, one run per cell.
+
+    Returns the latest metadata of each cell (task, cell, asset added).
+    """
+    from bench_assets.defs.cells import bench_cell_keys, build_cell_assets, candidate_overlay
+    from bench_assets.defs.resources import BenchResource
+
+    resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+    comparator_keys, candidate_keys = bench_cell_keys(tasks_dir)
+    comparator_cells, candidate_cells = build_cell_assets(comparator_keys, candidate_keys)
+    if candidate_keys:
+        progress("candidate_overlay ...")
+        _run(
+            dg.materialize(
+                [candidate_overlay],
+                instance=instance,
+                resources=resources,
+                run_config={
+                    **QUIET,
+                    "ops": {"candidate_overlay": {"config": {"candidate": candidate}}},
+                },
+                raise_on_error=False,
+            )
+        )
+    plan = [(t, c, comparator_cells) for t in task_ids for c in comparator_keys]
+    plan += [(t, c, candidate_cells) for t in task_ids for c in candidate_keys]
+    out: list[dict[str, object]] = []
+    for i, (task, cell, asset) in enumerate(plan, 1):
+        key = dg.MultiPartitionKey({"task": task, "cell": cell})
+        name = asset.key.to_user_string()
+        _run(
+            dg.materialize(
+                [asset],
+                instance=instance,
+                partition_key=str(key),
+                resources=resources,
+                run_config={
+                    **QUIET,
+                    "ops": {name: {"config": {"force": force, "generation": generation}}},
+                },
+                raise_on_error=False,
+            )
+        )
+        md = _latest_metadata(instance, name, str(key))
+        verdict = "resolved" if md.get("resolved") else str(md.get("error_kind"))
+        tag = " (reused)" if md.get("reused") else ""
+        progress(f"[{i}/{len(plan)}] {task} {cell}: {verdict}{tag}")
+        out.append({"task": task, "cell": cell, "asset": name, **md})
+    return out
+
+
+def latest_cells(
+    instance: dg.DagsterInstance, task_ids: list[str], tasks_dir: str
+) -> list[dict[str, object]]:
+    """The latest materialization metadata of every cell partition that has one."""
+    from bench_assets.defs.cells import bench_cell_keys
+
+    comparator_keys, candidate_keys = bench_cell_keys(tasks_dir)
+    out: list[dict[str, object]] = []
+    for name, keys in (("comparator_cells", comparator_keys), ("candidate_cells", candidate_keys)):
+        for task in task_ids:
+            for cell in keys:
+                key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+                md = _latest_metadata(instance, name, key)
+                if md:
+                    out.append({"task": task, "cell": cell, "asset": name, **md})
+    return out

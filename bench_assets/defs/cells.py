@@ -1,0 +1,359 @@
+"""Cell assets: ``candidate_overlay``, ``comparator_cells`` and ``candidate_cells``.
+
+Cells are partitioned task × cell (``<arm>.r<k>``, from bench.yaml); comparator and candidate arms
+are two assets so a new overlay makes only candidate cells stale. Each materialization first
+computes the cell's identity and looks up its own latest materialization of the same partition:
+if the identity is unchanged and the record is reusable and not too old, it re-records that result
+as ``reused`` (same data version, no agent process) unless the run config says ``force: true``.
+"""
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import yaml
+
+from bench_assets import binding as binding_mod
+from bench_assets import oracle as oracle_mod
+from bench_assets import overlay as overlay_mod
+from bench_assets.cells import (
+    CellInputs,
+    cell_identity,
+    cell_keys,
+    identity_digest,
+    make_adapter,
+    parse_cell_key,
+    run_cell,
+)
+from bench_assets.defs.inputs import (
+    incumbent_skills,
+    oracle_snapshots,
+    sanitized_graphs,
+    task_bindings,
+    upstream_metadata,
+)
+from bench_assets.defs.partitions import task_partitions
+from bench_assets.defs.resources import BenchResource
+from bench_assets.errorkinds import ErrorKind, is_reusable
+from bench_assets.errors import InputError
+from bench_assets.graph import load_graph_info
+from bench_assets.models import BenchConfig
+from bench_assets.records import CellRecord, load_record
+from bench_assets.redact import from_environment
+from bench_assets.sanitize import load_template
+from bench_assets.skills import SkillsSnapshot
+
+GROUP = "cells"
+OWNERS = ["team:wfbench"]
+CELL_CODE_VERSION = "cell-v1"
+OVERLAY_CODE_VERSION = "overlay-v1"
+
+
+class CellConfig(dg.Config):
+    """Run config of a cell materialization."""
+
+    force: bool = False
+    """Pay for a fresh session even when the previous record could be reused."""
+    generation: str = ""
+    """Generation id recorded on fresh cells (e.g. g0007); empty for ad-hoc runs."""
+
+
+class OverlayConfig(dg.Config):
+    """Which queued candidate this generation evaluates."""
+
+    candidate: str = ""
+    """Candidate id under tasks/candidates/; empty = the first queued one (sorted)."""
+
+
+@dg.asset(
+    group_name=GROUP,
+    owners=OWNERS,
+    kinds={"markdown"},
+    code_version=OVERLAY_CODE_VERSION,
+    deps=[incumbent_skills],
+    description=(
+        "This generation's candidate overlay: files that replace or add files of the incumbent "
+        "skill tree, stored read-only, with origin, rationale and a diff against the incumbent. "
+        "Data version = overlay digest, so a new overlay makes only candidate cells stale."
+    ),
+)
+def candidate_overlay(
+    context: dg.AssetExecutionContext, config: OverlayConfig, bench: BenchResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Snapshot the selected candidate overlay."""
+    b = bench.load()
+    if not b.candidates:
+        raise InputError(f"no candidate overlays queued in {b.root / b.config.proposer.queue}")
+    cid = config.candidate or sorted(b.candidates)[0]
+    if cid not in b.candidates:
+        raise InputError(f"unknown candidate {cid!r} (queued: {', '.join(sorted(b.candidates))})")
+    skills_md = upstream_metadata(context, incumbent_skills.key, None)
+    snap, files = overlay_mod.snapshot(
+        b.candidates[cid], b.skills_dir, str(skills_md["digest"]), bench.artifacts()
+    )
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(snap.digest),
+        metadata={
+            "candidate": snap.candidate_id,
+            "title": snap.title,
+            "origin": snap.origin,
+            "digest": snap.digest,
+            "incumbent_digest": snap.incumbent_digest,
+            "changed": ", ".join(snap.changed) or "-",
+            "added": ", ".join(snap.added) or "-",
+            "record_path": dg.MetadataValue.path(str(files.parent)),
+            "diff": dg.MetadataValue.md(f"```diff\n{snap.diff}\n```"),
+        },
+    )
+
+
+def bench_cell_keys(tasks_dir: str | None = None) -> tuple[list[str], list[str]]:
+    """Comparator and candidate cell keys from bench.yaml (empty when it cannot be read)."""
+    root = Path(tasks_dir or os.environ.get("WFBENCH_TASKS", "tasks"))
+    try:
+        raw = yaml.safe_load((root / "bench.yaml").read_text(encoding="utf-8"))
+        cfg = BenchConfig.model_validate(raw)
+    except Exception:  # invalid or missing: the sync sensor and `wfbench validate` report it
+        return [], []
+    return cell_keys(cfg.runs, cfg.comparator_arms()), cell_keys(cfg.runs, cfg.candidate_arms())
+
+
+def _partition(context: dg.AssetExecutionContext) -> tuple[str, str]:
+    key = context.partition_key
+    assert isinstance(key, dg.MultiPartitionKey), key
+    dims = key.keys_by_dimension
+    return dims["task"], dims["cell"]
+
+
+def _load_inputs(
+    context: dg.AssetExecutionContext, bench: BenchResource, task: str, candidate: bool
+) -> CellInputs:
+    artifacts = bench.artifacts()
+    bound = binding_mod.load(
+        Path(str(upstream_metadata(context, task_bindings.key, task)["record_path"]))
+    )
+    manifest = Path(str(upstream_metadata(context, oracle_snapshots.key, task)["record_path"]))
+    snapshot = oracle_mod.OracleSnapshot.model_validate(json.loads(manifest.read_text()))
+    graph_md = upstream_metadata(context, sanitized_graphs.key, task)
+    template = load_template(artifacts, str(graph_md["sanitized_sha"]))
+    graph = load_graph_info(artifacts, str(graph_md["graph_digest"]))
+    if template is None or graph is None:
+        raise InputError(f"sanitized_graphs[{task}] artifacts are missing; re-materialize it")
+    if snapshot.digest != bound.oracle_digest or template.info.source_sha != bound.resolved_sha:
+        raise InputError(
+            f"inputs of task {task} are out of step with task_bindings[{task}]; "
+            "re-materialize oracle_snapshots and sanitized_graphs"
+        )
+    skills_md = upstream_metadata(context, incumbent_skills.key, None)
+    skills_dir = Path(str(skills_md["record_path"]))
+    skills = SkillsSnapshot.model_validate(json.loads((skills_dir / "manifest.json").read_text()))
+    ov = ov_dir = None
+    if candidate:
+        ov_md = upstream_metadata(context, candidate_overlay.key, None)
+        ov_root = Path(str(ov_md["record_path"]))
+        ov = overlay_mod.OverlaySnapshot.model_validate(
+            json.loads((ov_root / "overlay.json").read_text())
+        )
+        ov_dir = ov_root / "files"
+    return CellInputs(
+        binding=bound,
+        oracle=snapshot,
+        oracle_payloads=oracle_mod.verify_stored(snapshot, artifacts),
+        template=template,
+        graph=graph,
+        graph_file=artifacts.graph(graph.digest) / "graph.json",
+        skills=skills,
+        skills_dir=skills_dir / "files",
+        overlay=ov,
+        overlay_dir=ov_dir,
+    )
+
+
+def cell_metadata(record: CellRecord, path: Path) -> dict[str, Any]:
+    """What a reviewer reads on a cell partition in the UI."""
+    md: dict[str, Any] = {
+        "resolved": record.resolved,
+        "verify_passed": record.verify_passed,
+        "oracle_passed": record.oracle_passed,
+        "error_kind": record.error_kind.value if record.error_kind else "-",
+        "error_detail": record.error_detail or "-",
+        "cost_usd": dg.MetadataValue.float(record.cost_usd)
+        if record.cost_usd is not None
+        else dg.MetadataValue.text("unmeasured"),
+        "total_tokens": dg.MetadataValue.int(record.total_tokens)
+        if record.total_tokens is not None
+        else dg.MetadataValue.text("unmeasured"),
+        "turns": record.turns if record.turns is not None else "unmeasured",
+        "churn": (
+            f"{record.churn_files} files, +{record.churn_insertions} -{record.churn_deletions}"
+        ),
+        "protected_changed": ", ".join(record.protected_changed) or "-",
+        "generation": record.generation or "-",
+        "identity_digest": record.identity_digest,
+        "binding_digest": record.binding_digest,
+        "oracle_digest": record.oracle_digest,
+        "graph_digest": record.graph_digest,
+        "skills_digest": record.skills_digest or "-",
+        "overlay_digest": record.overlay_digest or "-",
+        "recorded_at": record.recorded_at,
+        "duration_s": record.duration_s,
+        "record_path": dg.MetadataValue.path(str(path)),
+    }
+    if record.patch is not None:
+        md["patch_path"] = dg.MetadataValue.path(record.patch.path)
+    if record.transcript is not None:
+        md["transcript_path"] = dg.MetadataValue.path(record.transcript.path)
+    return md
+
+
+def _previous(context: dg.AssetExecutionContext) -> tuple[Any, dict[str, Any]] | None:
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=context.asset_key, asset_partitions=[str(context.partition_key)]
+        ),
+        limit=1,
+    ).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    mat = records[0].asset_materialization
+    return records[0], {k: v.value for k, v in mat.metadata.items()} | dict(mat.tags or {})
+
+
+def reuse_refusal(
+    prev_md: dict[str, Any] | None, identity: str, max_age_days: int, now: dt.datetime
+) -> str | None:
+    """Why the previous record cannot be reused (None = it can)."""
+    if prev_md is None:
+        return "never materialized"
+    if prev_md.get("identity_digest") != identity:
+        return "identity changed"
+    kind = prev_md.get("error_kind")
+    if kind and kind != "-" and not is_reusable(ErrorKind(kind)):
+        return f"previous result is excluded ({kind})"
+    path = Path(str(prev_md.get("record_path", "")))
+    if not path.is_file():
+        return "previous record file is missing"
+    recorded = dt.datetime.fromisoformat(str(prev_md.get("recorded_at")))
+    if now - recorded > dt.timedelta(days=max_age_days):
+        return f"previous record is older than {max_age_days} days"
+    return None
+
+
+def _materialize_cell(
+    context: dg.AssetExecutionContext, config: CellConfig, bench: BenchResource, candidate: bool
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    task, cell = _partition(context)
+    arm, run = parse_cell_key(cell)
+    b = bench.load()
+    if arm not in b.config.arms:
+        raise InputError(f"cell {cell}: arm {arm!r} is not in bench.yaml")
+    inputs = _load_inputs(context, bench, task, candidate)
+    adapter = make_adapter(b, b.config.arms[arm])
+    identity = identity_digest(cell_identity(b, task, arm, run, inputs, adapter))
+    prev = _previous(context)
+    prev_md = prev[1] if prev else None
+    why = reuse_refusal(prev_md, identity, b.config.reuse.max_age_days, dt.datetime.now(dt.UTC))
+    if not config.force and why is None and prev is not None and prev_md is not None:
+        record = load_record(Path(str(prev_md["record_path"])))
+        md = cell_metadata(record, Path(str(prev_md["record_path"])))
+        md |= {
+            "reused": True,
+            "reused_from_run": prev[0].run_id,
+            "reused_from_generation": record.generation or "-",
+            "reused_data_version": prev_md.get("dagster/data_version", "-"),
+        }
+        context.log.info(f"{task} {cell}: reused the record from run {prev[0].run_id}")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(str(prev_md["dagster/data_version"])), metadata=md
+        )
+    reason = "force: true" if config.force else why
+    context.log.info(f"{task} {cell}: running a fresh cell ({reason})")
+    record, path = run_cell(
+        b,
+        task,
+        arm,
+        run,
+        inputs,
+        bench.artifacts(),
+        generation=config.generation or None,
+        redactor=from_environment(_secret_names(b)),
+        adapter=adapter,
+    )
+    md = cell_metadata(record, path) | {"reused": False, "ran_because": reason or "-"}
+    return dg.MaterializeResult(data_version=dg.DataVersion(record.data_version), metadata=md)
+
+
+def _secret_names(b: Any) -> list[str]:
+    names: list[str] = []
+    for arm in b.config.arms.values():
+        names += list(getattr(arm.agent, "env", []) or [])
+    return names
+
+
+def build_cell_assets(
+    comparator_keys: list[str], candidate_keys: list[str]
+) -> list[dg.AssetsDefinition]:
+    """The two cell assets for the given cell keys (bench.yaml arms × runs)."""
+    task_dep = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="task")
+    deps = [
+        dg.AssetDep(task_bindings, partition_mapping=task_dep),
+        dg.AssetDep(oracle_snapshots, partition_mapping=task_dep),
+        dg.AssetDep(sanitized_graphs, partition_mapping=task_dep),
+        dg.AssetDep(incumbent_skills),
+    ]
+
+    def partitions(keys: list[str]) -> dg.MultiPartitionsDefinition:  # type: ignore[type-arg]
+        return dg.MultiPartitionsDefinition(
+            {"task": task_partitions, "cell": dg.StaticPartitionsDefinition(keys)}
+        )
+
+    @dg.asset(
+        name="comparator_cells",
+        partitions_def=partitions(comparator_keys),
+        deps=deps,
+        group_name=GROUP,
+        owners=OWNERS,
+        kinds={"python", "git"},
+        code_version=CELL_CODE_VERSION,
+        pool="agent_sessions",
+        description=(
+            "One cell (task × <arm>.r<k>) of a comparator arm (incumbent, baseline): the agent "
+            "session in a sandboxed worktree, graded by the visible verify command and the hidden "
+            "oracle. Memoized: an unchanged identity re-records the previous result as reused."
+        ),
+    )
+    def comparator_cells(
+        context: dg.AssetExecutionContext, config: CellConfig, bench: BenchResource
+    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+        return _materialize_cell(context, config, bench, candidate=False)
+
+    @dg.asset(
+        name="candidate_cells",
+        partitions_def=partitions(candidate_keys),
+        deps=[*deps, dg.AssetDep(candidate_overlay)],
+        group_name=GROUP,
+        owners=OWNERS,
+        kinds={"python", "git"},
+        code_version=CELL_CODE_VERSION,
+        pool="agent_sessions",
+        description=(
+            "One cell of a candidate arm (incumbent skills + this generation's overlay), graded "
+            "like comparator cells. A new overlay makes only these cells stale."
+        ),
+    )
+    def candidate_cells(
+        context: dg.AssetExecutionContext, config: CellConfig, bench: BenchResource
+    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
+        return _materialize_cell(context, config, bench, candidate=True)
+
+    return [comparator_cells, candidate_cells]
+
+
+@dg.definitions
+def cell_definitions() -> dg.Definitions:
+    """Cell assets with keys from ``$WFBENCH_TASKS/bench.yaml`` (default ``tasks/``)."""
+    comparator, candidate = bench_cell_keys()
+    return dg.Definitions(assets=[candidate_overlay, *build_cell_assets(comparator, candidate)])

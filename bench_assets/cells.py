@@ -348,7 +348,7 @@ def run_cell(
         patch=patch,
         transcript=transcript,
         identity_digest=identity_digest(identity),
-        identity=identity,
+        identity=redactor.deep(identity),  # type: ignore[arg-type]
         skills_digest=identity["skills"],
         overlay_digest=identity["overlay"],
         binding_digest=inputs.binding.digest,

@@ -555,3 +555,7 @@ def try_cell(
     click.echo(f"record: {path}")
     if record.verify_tail and not record.verify_passed:
         click.echo("verify output (tail):\n" + record.verify_tail[-1500:])
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_assets.agents.base import SCRATCH, SessionContext, SessionResult, Usage
+from bench_assets.agents.base import SessionContext, SessionResult, Usage, session_sandbox
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import ContainmentError
 from bench_assets.models import ClaudeCodeAgent
@@ -483,13 +483,7 @@ class ClaudeCodeAdapter:
         version = self._cli_version()
         redactor = Redactor(ctx.secrets_env.values())
         bypass = self.permission_mode() == "bypassPermissions"
-        spec = SandboxSpec(
-            workspace=ctx.workdir,
-            workspace_writable=True,
-            network=True,
-            mounts=(Mount(ctx.scratch, SCRATCH, writable=True), *runtime.mounts),
-            memory_mb=ctx.memory_mb,
-        )
+        spec = session_sandbox(ctx, network=True, extra=tuple(runtime.mounts))
         try:
             res = run(
                 self.argv(str(runtime.exe), ctx),

@@ -50,15 +50,7 @@ class CommandAdapter:
             "model": ctx.model,
             "effort": ctx.effort or "",
         }
-        try:
-            argv = [a.format(**values) for a in self.spec.argv]
-        except (KeyError, IndexError, ValueError) as e:
-            return SessionResult(
-                ok=False,
-                usage=Usage(),
-                error_kind=ErrorKind.INFRA_ERROR,
-                error_detail=f"bad argv template placeholder: {e}",
-            )
+        argv = [render(a, values) for a in self.spec.argv]
         env = sandbox_env(
             {
                 **ctx.secrets_env,
@@ -92,6 +84,13 @@ class CommandAdapter:
             agent_version=self.spec.version,
             wall_s=res.duration_s,
         )
+
+
+def render(template: str, values: dict[str, str]) -> str:
+    """Replace the known ``{name}`` placeholders; other braces (e.g. inline code) stay as-is."""
+    for name, value in values.items():
+        template = template.replace("{" + name + "}", value)
+    return template
 
 
 def _read_usage(ctx: SessionContext) -> tuple[Usage, str]:

@@ -25,6 +25,7 @@ demo: bootstrap
 	$(VENV)/bin/wfbench validate tasks
 	$(VENV)/bin/wfbench sync
 	$(VENV)/bin/wfbench inputs
+	$(VENV)/bin/wfbench cells --run
 
 test: bootstrap
 	$(PY) -m pytest
@@ -42,6 +43,7 @@ check: bootstrap
 
 bench: bootstrap
 	$(PY) bench/inputs.py
+	$(PY) bench/cells.py
 
 schema: bootstrap
 	$(VENV)/bin/wfbench schema

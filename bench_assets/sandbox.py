@@ -175,12 +175,17 @@ def run(
     """
     if not argv:
         raise ValueError("empty argv")
-    if isolation is Isolation.SANDBOX:
+    if isolation is Isolation.SANDBOX and unsafe_mode():
+        spec = sandbox or SandboxSpec()
+        final_argv, popen_env, popen_cwd = _unsafe_host_command(
+            list(argv), spec, dict(env) if env is not None else sandbox_env()
+        )
+    elif isolation is Isolation.SANDBOX:
         spec = sandbox or SandboxSpec()
         full_env = dict(env) if env is not None else sandbox_env()
         final_argv = _bwrap_argv(list(argv), spec, full_env)
         popen_env = {"PATH": _tool_path(), "LANG": "C.UTF-8"}
-        popen_cwd: Path | None = None
+        popen_cwd = None
     else:
         final_argv = list(argv)
         popen_env = dict(env) if env is not None else harness_env()
@@ -320,12 +325,61 @@ _MISSING_BWRAP = (
 )
 
 
+def unsafe_mode() -> bool:
+    """Whether the explicit no-sandbox debugging mode is on (``WFBENCH_UNSAFE_NO_SANDBOX=1``).
+
+    Refused when ``CI`` is set: evidence produced without containment must never land.
+    """
+    if os.environ.get(UNSAFE_ENV) != "1":
+        return False
+    if os.environ.get("CI"):
+        raise ContainmentError(
+            f"{UNSAFE_ENV}=1 is refused because CI is set: results produced without the sandbox "
+            "are not evidence. Install bubblewrap instead."
+        )
+    return True
+
+
+_warned = False
+
+
+def _unsafe_host_command(
+    argv: list[str], spec: SandboxSpec, env: dict[str, str]
+) -> tuple[list[str], dict[str, str], Path | None]:
+    """Run a 'sandboxed' command on the host, translating sandbox paths to host paths."""
+    global _warned
+    if not _warned:
+        sys.stderr.write(
+            "\n*** WARNING: wfbench is running WITHOUT A SANDBOX "
+            f"({UNSAFE_ENV}=1). Agents, setup, verify and oracle commands run as you, on this "
+            "host, with your files and network. Use only for local debugging; nothing measured "
+            "this way is evidence. ***\n\n"
+        )
+        _warned = True
+    mapping = [(m.dest, str(m.host)) for m in spec.mounts]
+    if spec.workspace is not None:
+        mapping.append((WORKSPACE, str(spec.workspace)))
+    mapping.sort(key=lambda pair: len(pair[0]), reverse=True)
+
+    def host(value: str) -> str:
+        for dest, src in mapping:
+            value = value.replace(dest, src)
+        return value
+
+    translated = {k: host(v) for k, v in env.items()}
+    translated["HOME"] = str(spec.workspace or Path.home())
+    return [host(a) for a in argv], translated, spec.workspace
+
+
 def preflight() -> None:
     """Prove that the sandbox contains a process; raise ContainmentError explaining what fails.
 
     Checks that bwrap exists, that it can create the namespaces, that the network is absent and
-    that the host root is not writable from inside.
+    that the host root is not writable from inside. In the explicit unsafe mode it only warns
+    (and is refused under CI).
     """
+    if unsafe_mode():
+        return
     probe = (
         "import os, socket, sys\n"
         "try:\n"

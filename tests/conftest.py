@@ -1,6 +1,5 @@
 """Shared fixtures: a small, valid benchmark directory built from scratch in tmp_path."""
 
-import os
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,4 +122,3 @@ def _isolated_dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    os.environ.pop("CI_FORCE_UNSAFE", None)

@@ -122,3 +122,37 @@ def test_memory_cap(tmp_path: Path) -> None:
     res = run([PY, "-c", code], isolation=Isolation.SANDBOX, sandbox=SandboxSpec(memory_mb=200))
     assert not res.ok and "MemoryError" in res.tail()
     assert os.environ.get("WFBENCH_UNSAFE_NO_SANDBOX") is None
+
+
+def test_unsafe_mode_is_refused_under_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WFBENCH_UNSAFE_NO_SANDBOX", "1")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(ContainmentError, match="refused because CI is set"):
+        preflight()
+    with pytest.raises(ContainmentError):
+        run(["true"], isolation=Isolation.SANDBOX)
+
+
+def test_unsafe_mode_warns_and_runs_on_the_host(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench_assets.sandbox as sb
+
+    monkeypatch.setenv("WFBENCH_UNSAFE_NO_SANDBOX", "1")
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(sb, "_warned", False)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    preflight()
+    spec = SandboxSpec(workspace=tmp_path, mounts=(Mount(scratch, "/wfbench", writable=True),))
+    res = run(
+        ["sh", "-c", "pwd; echo hi > /wfbench/out; echo $WHERE"],
+        isolation=Isolation.SANDBOX,
+        sandbox=spec,
+        env={"PATH": os.environ["PATH"], "WHERE": "/workspace/x"},
+    )
+    assert res.ok, res.tail()
+    lines = res.text().split()
+    assert lines == [str(tmp_path), f"{tmp_path}/x"]
+    assert (scratch / "out").read_text() == "hi\n"
+    assert "WITHOUT A SANDBOX" in capsys.readouterr().err

@@ -45,7 +45,21 @@ def _materialize(instance, root: Path, artifacts: Path, tasks: list[str]):
 def test_definitions_hold_the_input_assets_and_sync_sensor() -> None:
     defs = load_defs()
     keys = sorted(k.to_user_string() for k in defs.resolve_all_asset_keys())
-    assert keys == ["incumbent_skills", "oracle_snapshots", "sanitized_graphs", "task_bindings"]
+    assert keys == [
+        "candidate_cells",
+        "candidate_overlay",
+        "comparator_cells",
+        "incumbent_skills",
+        "oracle_snapshots",
+        "sanitized_graphs",
+        "task_bindings",
+    ]
+    cells = defs.resolve_assets_def("comparator_cells").partitions_def
+    assert isinstance(cells, dg.MultiPartitionsDefinition)
+    cell_dim = next(d for d in cells.partitions_defs if d.name == "cell").partitions_def
+    assert cell_dim.get_partition_keys() == [
+        f"{arm}.r{k}" for arm in ("baseline", "workflow") for k in range(3)
+    ]
     assert defs.resolve_sensor_def("tasks_sync_sensor") is not None
     graph = defs.resolve_asset_graph()
     node = graph.get(dg.AssetKey("sanitized_graphs"))

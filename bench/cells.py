@@ -150,6 +150,8 @@ class SubprocessProbe:
             return "copy"
         if prog == "sh" and len(argv) >= 3 and argv[1] == "-c" and argv[2] in self.commands:
             return self.commands[argv[2]]
+        if prog == "sh" and len(argv) >= 3 and argv[1] == "-c" and argv[2].startswith("git "):
+            return "git"  # the harness's batched git plumbing (one sandbox start per phase)
         # Anything else contained during a cell is an agent process (command / claude-code).
         return "agent" if isolation is sandbox.Isolation.SANDBOX else "other"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench_assets.errors import CommandError
 from bench_assets.fsutil import atomic_write_text
-from bench_assets.sandbox import ExecResult, Isolation, harness_env, run
+from bench_assets.sandbox import ExecResult, Isolation, Mount, harness_env, run
 
 FIXED_NAME = "wfbench"
 FIXED_EMAIL = "wfbench@wfbench.invalid"
@@ -160,20 +160,61 @@ def git_in_sandbox(
     A worktree an agent has written to is untrusted: its ``.gitattributes`` can name filter
     commands, so git runs contained, with the network off, like any other untrusted command.
     """
+    return git_script_in_sandbox(
+        [list(args)], workdir, writable=writable, timeout_s=timeout_s, check=check
+    )
+
+
+def _config_env() -> dict[str, str]:
+    """The neutral configuration as GIT_CONFIG_* variables (same precedence as ``-c``)."""
+    env = {"GIT_CONFIG_COUNT": str(len(_SAFE_CONFIG))}
+    for i, item in enumerate(_SAFE_CONFIG):
+        key, _, value = item.partition("=")
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
+def git_script_in_sandbox(
+    steps: Sequence[Sequence[str]],
+    workdir: Path,
+    *,
+    writable: bool = True,
+    timeout_s: float = 300,
+    check: bool = True,
+    stdout_file: tuple[int, str] | None = None,
+    mounts: tuple[Mount, ...] = (),
+) -> ExecResult:
+    """Run several git commands (``&&``-chained) in ONE sandboxed process on a worktree.
+
+    Starting bubblewrap costs ~20 ms, so the harness batches its git plumbing per cell phase.
+    ``stdout_file=(i, path)`` redirects step ``i``'s output to ``path`` inside the sandbox (for a
+    patch, which may hold any bytes). The neutral configuration travels as GIT_CONFIG_* variables.
+    """
+    import shlex
+
     from bench_assets.sandbox import SandboxSpec, sandbox_env
 
-    argv = ["git"]
-    for item in _SAFE_CONFIG:
-        argv += ["-c", item]
-    argv += list(args)
+    parts = []
+    for i, step in enumerate(steps):
+        cmd = shlex.join(["git", *step])
+        if stdout_file is not None and stdout_file[0] == i:
+            cmd += f" > {shlex.quote(stdout_file[1])}"
+        parts.append(cmd)
+    argv = (
+        ["/bin/sh", "-c", " && ".join(parts)]
+        if len(parts) > 1 or stdout_file
+        else ["git", *steps[0]]
+    )
     res = run(
         argv,
         isolation=Isolation.SANDBOX,
-        env=sandbox_env(_FIXED_IDENTITY),
+        env=sandbox_env({**_FIXED_IDENTITY, **_config_env()}),
         timeout_s=timeout_s,
         max_output=16 * 1024 * 1024,
-        sandbox=SandboxSpec(workspace=workdir, workspace_writable=writable),
+        sandbox=SandboxSpec(workspace=workdir, workspace_writable=writable, mounts=mounts),
     )
     if check and not res.ok:
-        raise CommandError(f"git {' '.join(args)} failed in worktree {workdir}: {res.tail(800)}")
+        shown = "; ".join(" ".join(s) for s in steps)
+        raise CommandError(f"git {shown} failed in worktree {workdir}: {res.tail(800)}")
     return res

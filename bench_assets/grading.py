@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.fsutil import atomic_write_bytes, make_tree_readonly, remove_tree
-from bench_assets.gitrepo import git_in_sandbox
+from bench_assets.gitrepo import git_script_in_sandbox
 from bench_assets.graph import ORACLE_ENV, ORACLE_STAGING_PREFIX
 from bench_assets.hashing import sha256_bytes
 from bench_assets.oracle import OracleSnapshot
@@ -122,40 +122,27 @@ def run_oracle(
             mountpoint.rmdir()
 
 
-def capture_patch(wt: CellWorktree, grade: Grade) -> None:
+def capture_patch(wt: CellWorktree, scratch: Path, grade: Grade) -> None:
     """The agent's diff against the base (bounded) and its churn, skills and graph excluded."""
-    git_in_sandbox(["add", "-A", *_pathspec(wt)], wt.path)
-    diff = git_in_sandbox(
+    scratch.mkdir(parents=True, exist_ok=True)
+    flags = ["--cached", "--no-ext-diff", "--no-textconv", wt.base_sha]
+    res = git_script_in_sandbox(
         [
-            "diff",
-            "--cached",
-            "--binary",
-            "--no-ext-diff",
-            "--no-textconv",
-            wt.base_sha,
-            *_pathspec(wt),
+            ["add", "-A", *_pathspec(wt)],
+            ["diff", *flags, "--binary", *_pathspec(wt)],
+            ["diff", *flags, "--numstat", *_pathspec(wt)],
         ],
         wt.path,
+        stdout_file=(1, "/wfbench-capture/patch.diff"),
+        mounts=(Mount(scratch, "/wfbench-capture", writable=True),),
     )
-    grade.capture_s += diff.duration_s
-    grade.patch = diff.stdout[:MAX_PATCH_BYTES]
-    grade.patch_truncated = (
-        diff.stdout_total > MAX_PATCH_BYTES or len(diff.stdout) > MAX_PATCH_BYTES
-    )
-    numstat = git_in_sandbox(
-        [
-            "diff",
-            "--cached",
-            "--numstat",
-            "--no-ext-diff",
-            "--no-textconv",
-            wt.base_sha,
-            *_pathspec(wt),
-        ],
-        wt.path,
-    )
-    grade.capture_s += numstat.duration_s
-    for line in numstat.text().splitlines():
+    grade.capture_s += res.duration_s
+    patch_file = scratch / "patch.diff"
+    size = patch_file.stat().st_size
+    with open(patch_file, "rb") as fh:
+        grade.patch = fh.read(MAX_PATCH_BYTES)
+    grade.patch_truncated = size > MAX_PATCH_BYTES
+    for line in res.text().splitlines():
         parts = line.split("\t")
         if len(parts) < 3:
             continue
@@ -181,5 +168,5 @@ def grade_cell(
     grade.protected_changed = restore_protected(wt)
     run_verify(wt, verify, verify_timeout_s, tail_bytes, memory_mb, grade)
     run_oracle(wt, snapshot, payloads, stage_parent, oracle_timeout_s, memory_mb, grade)
-    capture_patch(wt, grade)
+    capture_patch(wt, stage_parent.parent / "capture", grade)
     return grade

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench_assets.errors import CommandError
 from bench_assets.fsutil import atomic_write_bytes
-from bench_assets.gitrepo import git_in_sandbox
+from bench_assets.gitrepo import git_script_in_sandbox
 from bench_assets.sandbox import ExecResult, Isolation, SandboxSpec, run, sandbox_env
 from bench_assets.sanitize import Template, copy_worktree
 
@@ -83,8 +83,12 @@ def prepare(
         atomic_write_bytes(dest / graph_path, graph_file.read_bytes(), mode=0o444)
         excluded.append(graph_path)
         readonly.append(graph_path)
-    git_in_sandbox(["add", "-A", "-f", "--", "."], dest)
-    git_in_sandbox(["commit", "-q", "--allow-empty", "-m", "wfbench: arm setup"], dest)
+    commit = [
+        ["add", "-A", "-f", "--", "."],
+        ["commit", "-q", "--allow-empty", "-m", "wfbench: arm setup"],
+        ["rev-parse", "HEAD"],
+    ]
+    base = git_script_in_sandbox(commit, dest).text().strip()
     setup_result = None
     if setup:
         setup_result = run(
@@ -97,9 +101,12 @@ def prepare(
         if not setup_result.ok:
             why = "timed out" if setup_result.timed_out else f"exited {setup_result.returncode}"
             raise CommandError(f"task setup {why}: {setup_result.tail(600)}")
-        git_in_sandbox(["add", "-A", "--", "."], dest)
-        git_in_sandbox(["commit", "-q", "--allow-empty", "-m", "wfbench: task setup"], dest)
-    base = git_in_sandbox(["rev-parse", "HEAD"], dest).text().strip()
+        commit = [
+            ["add", "-A", "--", "."],
+            ["commit", "-q", "--allow-empty", "-m", "wfbench: task setup"],
+            ["rev-parse", "HEAD"],
+        ]
+        base = git_script_in_sandbox(commit, dest).text().strip()
     wt = CellWorktree(dest, base, excluded, readonly, list(protected), setup_result=setup_result)
     wt.protected_state = {p: (dest / p).read_bytes() for p in protected_files(dest, protected)}
     return wt

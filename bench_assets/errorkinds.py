@@ -8,6 +8,9 @@ Aggregation, reuse and the outage breaker all read these classes from here:
 * **systemic** — counts toward the outage breaker's streak (``session-error``, ``infra-error``,
   ``cleanup-failure``, ``review-evidence-invalid``);
 * everything else is a **valid negative**: the arm ran and did not resolve the task.
+
+For measurement health (SPEC §8) a fresh attempt is *admissible* only if it is neither excluded
+nor ``skill-not-invoked``: the session ran, but not the arm the benchmark meant to measure.
 """
 
 import enum
@@ -67,3 +70,8 @@ def is_reusable(kind: ErrorKind | None) -> bool:
 def is_valid_negative(kind: ErrorKind | None) -> bool:
     """The arm ran properly and failed the task."""
     return kind is not None and kind not in EXCLUDED
+
+
+def is_health_failure(kind: ErrorKind | None) -> bool:
+    """A fresh attempt that says nothing about the arm's current health (not admissible)."""
+    return kind in EXCLUDED or kind is ErrorKind.SKILL_NOT_INVOKED

@@ -12,7 +12,9 @@ the classes to exit codes (SPEC §11)::
     │   └── OracleCaptureError        a declared oracle file is missing, unsafe or too large
     ├── IntegrityError                exit 1: a guarantee could not be established; nothing is kept
     │   ├── SanitizeError             the sanitized template failed a post-build check
-    │   └── GraphScrubError           the code graph contains a benchmark-owned marker
+    │   ├── GraphScrubError           the code graph contains a benchmark-owned marker
+    │   ├── EvidenceError             cell evidence handed to aggregation is inconsistent
+    │   └── LedgerError               the decision ledger failed verification (edited, reordered)
     ├── ContainmentError              exit 2: the sandbox cannot be established (fail closed)
     └── CommandError                  exit 1: a harness-owned command (git, indexer) failed
 
@@ -75,6 +77,19 @@ class SanitizeError(IntegrityError):
 
 class GraphScrubError(IntegrityError):
     """The code graph contains a benchmark-owned marker."""
+
+
+class EvidenceError(IntegrityError):
+    """Cell evidence handed to aggregation is inconsistent.
+
+    A record of another task, an unplanned or duplicated cell, an ad-hoc ``wfbench try`` cell, or
+    a record that claims ``resolved`` while carrying an error kind: aggregating it would silently
+    produce wrong numbers, so the aggregate fails instead.
+    """
+
+
+class LedgerError(IntegrityError):
+    """The decision ledger failed verification; the message names the first bad entry."""
 
 
 class ContainmentError(WfbenchError):

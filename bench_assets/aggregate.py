@@ -1,0 +1,627 @@
+"""Per-task aggregation of cell records, and measurement health (SPEC §8).
+
+:func:`aggregate_task` folds every cell record of one task into one :class:`ArmAggregate` per arm
+(pandas does the folding). The rules, which the promotion gate and the report rely on:
+
+* **valid runs** are records whose error kind is not excluded (:func:`errorkinds.is_excluded`):
+  an excluded run says nothing about the arm's quality, so it is left out of every median and
+  every rate's denominator; it is counted in ``excluded_runs`` and ``excluded_kinds``.
+* **medians** are taken over valid runs only. A nullable metric (tokens, cost, turns, agent time)
+  is ``None`` when any valid run left it unmeasured — one unmeasured run poisons the arm's median
+  rather than letting the median quietly come from fewer, possibly cheaper, runs; every median is
+  ``None`` when there is no valid run. Unmeasured is never 0.
+* ``skill-not-invoked`` runs are valid negatives: they enter the medians and ``valid_runs`` (the
+  seed harness's deliberately pinned gap — filtering them would bias the medians toward
+  promotion), but they count as failed measurements for health.
+* ``resolved`` counts resolved records over all rows, reused included; ``resolved_fresh`` counts
+  only rows this generation paid for, so reused successes never mask fresh failures. A resolved
+  record never carries an error kind (checked), so every resolved run is a valid run.
+* ``pass@1`` is ``resolved / valid_runs`` (``None`` without a valid run).
+* ``pass^k`` is the probability that *k* independent runs all resolve the task. By default *k* is
+  the arm's own number of valid runs, which makes it 1.0 when every valid run resolved and 0.0
+  otherwise. With an explicit ``k`` (e.g. the planned runs, so arms are compared at the same
+  *k*) it is the unbiased estimator ``C(c, k) / C(n, k)`` over *n* valid runs of which *c*
+  resolved, and ``None`` when fewer than *k* runs are valid. At ``k == n`` the two coincide.
+* **verify✓oracle✗** counts valid runs whose visible ``verify`` passed while the hidden oracle ran
+  and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal). A
+  run whose oracle was unavailable did not fail the oracle and is not counted.
+* **health** (seed harness §8) looks only at fresh attempts. A fresh attempt is *admissible* when
+  it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the skill under test was
+  never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh attempts, none admissible;
+  ``DEGRADED``: some failures, at least one admissible; ``OBSERVED_OK``: no failure. A resolve
+  failure (``verify-failed``, ``oracle-failed`` …) is a valid negative and still OK.
+
+:func:`arm_health` sums health across tasks and :func:`unusable_incumbent` lists the incumbent arms
+whose summed health is ``UNUSABLE`` — the generation must fail loudly on those, after its evidence
+is written. Everything here is plain Python; no Dagster.
+"""
+
+import enum
+import math
+from collections.abc import Iterable
+from typing import Any, Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from bench_assets.cells import parse_cell_key
+from bench_assets.errorkinds import ErrorKind, is_excluded, is_health_failure
+from bench_assets.errors import EvidenceError
+from bench_assets.records import CellRecord
+
+SCHEMA_VERSION = 1
+NO_GENERATION = "-"
+"""How a record made outside any generation (a UI materialization) names its generation."""
+
+
+_MEDIANS: dict[str, str] = {
+    "median_input_tokens": "input_tokens",
+    "median_output_tokens": "output_tokens",
+    "median_cache_read_input_tokens": "cache_read_input_tokens",
+    "median_cache_creation_input_tokens": "cache_creation_input_tokens",
+    "median_total_tokens": "total_tokens",
+    "median_cost_usd": "cost_usd",
+    "median_turns": "turns",
+    "median_agent_duration_s": "agent_duration_s",
+    "median_duration_s": "duration_s",
+    "median_churn_files": "churn_files",
+    "median_churn_insertions": "churn_insertions",
+    "median_churn_deletions": "churn_deletions",
+}
+"""Aggregate field → record field, for every median."""
+
+_COUNTS = (
+    "valid",
+    "resolved",
+    "resolved_fresh",
+    "fresh",
+    "reused",
+    "disagree",
+    "admissible",
+    "failure",
+)
+"""Boolean row columns summed per arm."""
+
+
+class HealthStatus(enum.StrEnum):
+    """Whether an arm's current environment produced usable measurements."""
+
+    UNKNOWN = "UNKNOWN"
+    OBSERVED_OK = "OBSERVED_OK"
+    DEGRADED = "DEGRADED"
+    UNUSABLE = "UNUSABLE"
+
+
+class AggregateInput(BaseModel):
+    """One cell record as used by an aggregate, with where it came from.
+
+    Attributes:
+        record: The cell record.
+        reused: The cell was not paid for in this materialization; the record was carried over.
+        run_id: The Dagster run whose materialization supplied the record.
+        source_run_id: For reused records, the run that paid for the session.
+        source_generation: For reused records, the generation the evidence was paid for in;
+            defaults to the record's own ``generation``.
+        data_version: The cell partition's data version; defaults to the record's.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    record: CellRecord
+    reused: bool = False
+    run_id: str | None = None
+    source_run_id: str | None = None
+    source_generation: str | None = None
+    data_version: str | None = None
+
+    @model_validator(mode="after")
+    def _fresh_has_no_source(self) -> "AggregateInput":
+        if not self.reused and (self.source_run_id or self.source_generation):
+            raise ValueError("a fresh record has no source run or source generation")
+        return self
+
+    @property
+    def evidence_generation(self) -> str:
+        """The generation that paid for this evidence (``-`` when none)."""
+        gen = self.source_generation if self.reused else None
+        return gen or self.record.generation or NO_GENERATION
+
+    @property
+    def effective_data_version(self) -> str:
+        """The data version given, or the record's own content digest."""
+        return self.data_version or self.record.data_version
+
+
+class CellEvidence(BaseModel):
+    """One cell an aggregate rests on: what it measured and where it came from (lineage)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cell: str
+    arm: str
+    run: int
+    record_id: str
+    recorded_at: str
+    generation: str
+    """The generation that paid for the evidence (``-`` when none)."""
+    reused: bool
+    run_id: str | None
+    source_run_id: str | None
+    data_version: str
+    excluded: bool
+    error_kind: str | None
+    resolved: bool
+    verify_passed: bool
+    oracle_passed: bool
+    cost_usd: float | None
+    total_tokens: int | None
+    turns: int | None
+    duration_s: float
+
+
+class ArmHealth(BaseModel):
+    """Measurement health of one arm over fresh attempts (one task, or summed over tasks)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fresh_attempts: int
+    admissible: int
+    failures: int
+    """Fresh attempts that are not admissible (each counted once)."""
+    reasons: list[str]
+    """Sorted distinct error kinds of the failed fresh attempts."""
+    status: HealthStatus
+
+    @classmethod
+    def from_counts(cls, fresh: int, admissible: int, reasons: Iterable[str]) -> "ArmHealth":
+        """Health from counts of fresh and admissible attempts.
+
+        Args:
+            fresh: Fresh (non-reused) attempts.
+            admissible: Fresh attempts that are neither excluded nor skill-not-invoked.
+            reasons: Error kinds of the failed fresh attempts (duplicates allowed).
+
+        Returns:
+            The health with its status derived per the module rules.
+        """
+        failures = fresh - admissible
+        if fresh == 0:
+            status = HealthStatus.UNKNOWN
+        elif admissible == 0:
+            status = HealthStatus.UNUSABLE
+        elif failures > 0:
+            status = HealthStatus.DEGRADED
+        else:
+            status = HealthStatus.OBSERVED_OK
+        return cls(
+            fresh_attempts=fresh,
+            admissible=admissible,
+            failures=failures,
+            reasons=sorted(set(reasons)),
+            status=status,
+        )
+
+    def describe(self, arm: str) -> str:
+        """One log line naming the arm and its status; never guesses a cause.
+
+        Args:
+            arm: The arm's name.
+
+        Returns:
+            ``[measurement-health] <arm>: <STATUS> fresh_attempts=… admissible=… failures=…``
+            plus the failing kinds, and ``cause=undetermined`` for an unusable arm.
+        """
+        line = (
+            f"[measurement-health] {arm}: {self.status.value} fresh_attempts={self.fresh_attempts}"
+            f" admissible={self.admissible} failures={self.failures}"
+        )
+        if self.reasons:
+            line += f" reason={','.join(self.reasons)}"
+        if self.status is HealthStatus.UNUSABLE:
+            line += " cause=undetermined"
+        return line
+
+
+class ArmAggregate(BaseModel):
+    """Everything one arm did on one task, folded (see the module docstring for the rules)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    arm: str
+    role: Literal["comparator", "candidate"] | None
+    """From the records; ``None`` when the arm has no record yet."""
+    planned_runs: int
+    runs: int
+    valid_runs: int
+    excluded_runs: int
+    excluded_kinds: dict[str, int]
+    error_kinds: dict[str, int]
+    """Kind → count over all runs, excluded or not."""
+    resolved: int
+    resolved_fresh: int
+    pass_at_1: float | None
+    pass_k: float | None
+    k: int | None
+    """The *k* of ``pass_k``; ``None`` when there is no valid run."""
+    median_input_tokens: float | None
+    median_output_tokens: float | None
+    median_cache_read_input_tokens: float | None
+    median_cache_creation_input_tokens: float | None
+    median_total_tokens: float | None
+    median_cost_usd: float | None
+    median_turns: float | None
+    median_agent_duration_s: float | None
+    median_duration_s: float | None
+    median_churn_files: float | None
+    median_churn_insertions: float | None
+    median_churn_deletions: float | None
+    verify_pass_oracle_fail: int
+    fresh_runs: int
+    reused_runs: int
+    reused_from_generations: list[str]
+    """Sorted distinct generations the reused evidence was paid for in."""
+    health: ArmHealth
+
+
+class TaskAggregate(BaseModel):
+    """The aggregate of one task: one entry per planned arm, the evidence, and what is missing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    task: str
+    task_class: str | None
+    """The class of the most recent record; ``None`` without records."""
+    planned_cells: list[str]
+    missing_cells: list[str]
+    """Planned cells without a record, in planned order."""
+    arms: dict[str, ArmAggregate]
+    """Arms in the order they first appear among the planned cells."""
+    evidence: list[CellEvidence]
+    """Every record used, sorted by arm order then run."""
+
+    @property
+    def complete(self) -> bool:
+        """Every planned cell has a record."""
+        return not self.missing_cells
+
+
+def _check_inputs(
+    task_id: str, planned: list[str], inputs: list[AggregateInput]
+) -> dict[str, AggregateInput]:
+    """Index inputs by cell key, refusing anything that would make the aggregate lie."""
+    if len(set(planned)) != len(planned):
+        dupes = sorted({c for c in planned if planned.count(c) > 1})
+        raise EvidenceError(f"task {task_id}: planned cells listed twice: {', '.join(dupes)}")
+    by_cell: dict[str, AggregateInput] = {}
+    for item in inputs:
+        r = item.record
+        where = f"task {task_id}: record {r.record_id} ({r.task}/{r.cell})"
+        if r.task != task_id:
+            raise EvidenceError(f"{where} belongs to another task")
+        if r.ad_hoc:
+            raise EvidenceError(f"{where} is an ad-hoc `wfbench try` cell, never evidence")
+        if parse_cell_key(r.cell) != (r.arm, r.run):
+            raise EvidenceError(f"{where} has cell key {r.cell!r} but arm {r.arm!r} run {r.run}")
+        if r.cell not in planned:
+            raise EvidenceError(f"{where} is not a planned cell of this generation")
+        if r.cell in by_cell:
+            other = by_cell[r.cell].record.record_id
+            raise EvidenceError(f"{where}: cell {r.cell} already has record {other}")
+        if r.resolved and (r.error_kind is not None or not (r.verify_passed and r.oracle_passed)):
+            raise EvidenceError(
+                f"{where} claims resolved with error kind {r.error_kind or '-'}, "
+                f"verify={r.verify_passed}, oracle={r.oracle_passed}"
+            )
+        by_cell[r.cell] = item
+    return by_cell
+
+
+def _frame(items: list[AggregateInput]) -> pd.DataFrame:
+    """One row per record, with the derived booleans the aggregation sums."""
+    rows: list[dict[str, Any]] = []
+    for item in items:
+        r = item.record
+        kind = r.error_kind
+        valid = not is_excluded(kind)
+        fresh = not item.reused
+        admissible = not is_health_failure(kind)
+        row: dict[str, Any] = {
+            "arm": r.arm,
+            "run": r.run,
+            "kind": None if kind is None else kind.value,
+            "valid": valid,
+            "resolved": r.resolved,
+            "resolved_fresh": r.resolved and fresh,
+            "fresh": fresh,
+            "reused": item.reused,
+            "disagree": valid
+            and r.verify_passed
+            and not r.oracle_passed
+            and kind is not ErrorKind.ORACLE_UNAVAILABLE,
+            "admissible": fresh and admissible,
+            "failure": fresh and not admissible,
+            "generation": item.evidence_generation,
+        }
+        for field in _MEDIANS.values():
+            value = getattr(r, field)
+            row[field] = math.nan if value is None else float(value)
+        rows.append(row)
+    columns = ["arm", "run", "kind", "generation", *_COUNTS, *_MEDIANS.values()]
+    df = pd.DataFrame(rows, columns=columns)
+    for col in _COUNTS:
+        df[col] = df[col].astype(bool)
+    for col in _MEDIANS.values():
+        df[col] = df[col].astype("float64")
+    return df
+
+
+def _pass_k(valid: int, resolved: int, k: int | None) -> tuple[float | None, int | None]:
+    """``pass^k`` and its *k* (see the module docstring)."""
+    if valid == 0:
+        return None, None
+    k_eff = valid if k is None else k
+    if k_eff > valid:
+        return None, k_eff
+    return math.comb(resolved, k_eff) / math.comb(valid, k_eff), k_eff
+
+
+def _kind_counts(kinds: "pd.Series[Any]") -> dict[str, int]:
+    counts = kinds.dropna().value_counts()
+    return {str(key): int(n) for key, n in sorted(counts.items(), key=lambda kv: str(kv[0]))}
+
+
+def aggregate_task(
+    task_id: str,
+    planned_cells: list[str],
+    inputs: Iterable[AggregateInput],
+    *,
+    k: int | None = None,
+) -> TaskAggregate:
+    """Fold one task's cell records into per-arm aggregates.
+
+    Args:
+        task_id: The task partition.
+        planned_cells: Every cell key (``<arm>.r<k>``) planned for the task; arms appear in the
+            aggregate in the order they first appear here, even those without any record.
+        inputs: The records to fold, with their reuse provenance; order does not matter.
+        k: The *k* of ``pass^k``; ``None`` uses each arm's number of valid runs.
+
+    Returns:
+        The task aggregate.
+
+    Raises:
+        EvidenceError: A record of another task, an unplanned or duplicated cell, an ad-hoc
+            record, or a record claiming ``resolved`` with an error kind or a failed grader.
+        ValueError: A malformed planned cell key, or ``k < 1``.
+    """
+    if k is not None and k < 1:
+        raise ValueError(f"pass^k needs k >= 1, got {k}")
+    planned = list(planned_cells)
+    planned_arms: dict[str, int] = {}
+    for key in planned:
+        arm, _ = parse_cell_key(key)
+        planned_arms[arm] = planned_arms.get(arm, 0) + 1
+    by_cell = _check_inputs(task_id, planned, list(inputs))
+    order = {arm: i for i, arm in enumerate(planned_arms)}
+    items = sorted(by_cell.values(), key=lambda it: (order[it.record.arm], it.record.run))
+    df = _frame(items)
+    valid_df = df[df["valid"]]
+
+    counts: dict[Any, dict[Any, Any]] = (
+        df.groupby("arm", sort=False)[list(_COUNTS)].sum().to_dict(orient="index")
+    )
+    fields = list(_MEDIANS.values())
+    medians: dict[Any, dict[Any, Any]] = (
+        valid_df.groupby("arm", sort=False)[fields].median().to_dict(orient="index")
+    )
+    poisoned: dict[Any, dict[Any, Any]] = (
+        valid_df[fields].isna().groupby(valid_df["arm"], sort=False).any().to_dict(orient="index")
+    )
+
+    arms: dict[str, ArmAggregate] = {}
+    for arm, n_planned in planned_arms.items():
+        sub = df[df["arm"] == arm]
+        arm_counts = counts.get(arm, {})
+
+        def count(col: str, arm_counts: dict[Any, Any] = arm_counts) -> int:
+            return int(arm_counts.get(col, 0))
+
+        median_values: dict[str, float | None] = {}
+        for name, field in _MEDIANS.items():
+            if arm in medians and not bool(poisoned[arm][field]):
+                median_values[name] = float(medians[arm][field])
+            else:
+                median_values[name] = None
+        runs = len(sub)
+        valid = count("valid")
+        resolved = count("resolved")
+        pass_k, k_used = _pass_k(valid, resolved, k)
+        roles = {it.record.role for it in items if it.record.arm == arm}
+        if len(roles) > 1:
+            raise EvidenceError(f"task {task_id}: arm {arm} has records of roles {sorted(roles)}")
+        failed_kinds = sub.loc[sub["failure"], "kind"].dropna()
+        arms[arm] = ArmAggregate(
+            arm=arm,
+            role=next(iter(roles)) if roles else None,
+            planned_runs=n_planned,
+            runs=runs,
+            valid_runs=valid,
+            excluded_runs=runs - valid,
+            excluded_kinds=_kind_counts(sub.loc[~sub["valid"], "kind"]),
+            error_kinds=_kind_counts(sub["kind"]),
+            resolved=resolved,
+            resolved_fresh=count("resolved_fresh"),
+            pass_at_1=resolved / valid if valid else None,
+            pass_k=pass_k,
+            k=k_used,
+            verify_pass_oracle_fail=count("disagree"),
+            fresh_runs=count("fresh"),
+            reused_runs=count("reused"),
+            reused_from_generations=sorted(set(sub.loc[sub["reused"], "generation"])),
+            health=ArmHealth.from_counts(
+                count("fresh"), count("admissible"), (str(x) for x in failed_kinds)
+            ),
+            **median_values,
+        )
+
+    latest = max(items, key=lambda it: (it.record.recorded_at, it.record.record_id), default=None)
+    return TaskAggregate(
+        task=task_id,
+        task_class=latest.record.task_class if latest else None,
+        planned_cells=planned,
+        missing_cells=[c for c in planned if c not in by_cell],
+        arms=arms,
+        evidence=[_evidence(it) for it in items],
+    )
+
+
+def _evidence(item: AggregateInput) -> CellEvidence:
+    r = item.record
+    return CellEvidence(
+        cell=r.cell,
+        arm=r.arm,
+        run=r.run,
+        record_id=r.record_id,
+        recorded_at=r.recorded_at,
+        generation=item.evidence_generation,
+        reused=item.reused,
+        run_id=item.run_id,
+        source_run_id=item.source_run_id,
+        data_version=item.effective_data_version,
+        excluded=is_excluded(r.error_kind),
+        error_kind=None if r.error_kind is None else r.error_kind.value,
+        resolved=r.resolved,
+        verify_passed=r.verify_passed,
+        oracle_passed=r.oracle_passed,
+        cost_usd=r.cost_usd,
+        total_tokens=r.total_tokens,
+        turns=r.turns,
+        duration_s=r.duration_s,
+    )
+
+
+def arm_health(aggs: Iterable[TaskAggregate]) -> dict[str, ArmHealth]:
+    """Health per arm summed over tasks (the status is recomputed from the sums).
+
+    Args:
+        aggs: Task aggregates.
+
+    Returns:
+        Arm → summed health, arms sorted by name.
+    """
+    sums: dict[str, tuple[int, int, list[str]]] = {}
+    for agg in aggs:
+        for arm, a in agg.arms.items():
+            fresh, admissible, reasons = sums.get(arm, (0, 0, []))
+            h = a.health
+            sums[arm] = (fresh + h.fresh_attempts, admissible + h.admissible, reasons + h.reasons)
+    return {arm: ArmHealth.from_counts(*sums[arm]) for arm in sorted(sums)}
+
+
+def unusable_incumbent(aggs: Iterable[TaskAggregate], incumbent_arms: Iterable[str]) -> list[str]:
+    """Incumbent arms whose health, summed over tasks, is ``UNUSABLE``.
+
+    A non-empty answer means the generation must fail loudly (exit 1) once its evidence, decision
+    and report are written. Arms never attempted fresh are ``UNKNOWN``, not unusable.
+
+    Args:
+        aggs: Task aggregates of the generation.
+        incumbent_arms: The arms whose measurement must be usable.
+
+    Returns:
+        The unusable incumbent arms, sorted.
+    """
+    health = arm_health(aggs)
+    wanted = set(incumbent_arms)
+    return sorted(
+        arm for arm, h in health.items() if arm in wanted and h.status is HealthStatus.UNUSABLE
+    )
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    """A median for people: ``n/a`` when unmeasured; integral values without decimals."""
+    if value is None:
+        return "n/a"
+    if digits == 0 and float(value).is_integer():
+        return f"{int(value)}"
+    return f"{value:.{max(digits, 1)}f}"
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(agg: TaskAggregate) -> str:
+    """The per-arm table of one task as Markdown (medians over valid runs).
+
+    Args:
+        agg: The task aggregate.
+
+    Returns:
+        A heading, the table, and a line listing missing cells when there are any. Unmeasured
+        values are shown as ``n/a``; churn is ``files/+insertions/−deletions``.
+    """
+    head = [
+        "arm",
+        "resolved/valid",
+        "pass@1",
+        "pass^k",
+        "median cost $",
+        "tokens",
+        "turns",
+        "wall s",
+        "churn",
+        "excluded",
+        "verify✓oracle✗",
+        "fresh/reused",
+        "health",
+    ]
+    cls = f" ({agg.task_class})" if agg.task_class else ""
+    lines = [
+        f"### {_cell(agg.task)}{cls}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join(" --- " for _ in head) + "|",
+    ]
+    for a in agg.arms.values():
+        pass_k = "n/a" if a.pass_k is None else f"{a.pass_k:.2f} (k={a.k})"
+        cost = "n/a" if a.median_cost_usd is None else f"{a.median_cost_usd:.4f}"
+        churn = (
+            f"{_num(a.median_churn_files)}/+{_num(a.median_churn_insertions)}"
+            f"/−{_num(a.median_churn_deletions)}"
+            if a.median_churn_files is not None
+            else "n/a"
+        )
+        excluded = str(a.excluded_runs)
+        if a.excluded_kinds:
+            excluded += " (" + ", ".join(f"{k}×{n}" for k, n in a.excluded_kinds.items()) + ")"
+        reuse = f"{a.fresh_runs}/{a.reused_runs}"
+        if a.reused_from_generations:
+            reuse += " (from " + ", ".join(a.reused_from_generations) + ")"
+        health = a.health.status.value
+        if a.health.reasons:
+            health += " (" + ", ".join(a.health.reasons) + ")"
+        row = [
+            a.arm,
+            f"{a.resolved}/{a.valid_runs}",
+            _rate(a.pass_at_1),
+            pass_k,
+            cost,
+            _num(a.median_total_tokens),
+            _num(a.median_turns),
+            _num(a.median_duration_s, 1),
+            churn,
+            excluded,
+            str(a.verify_pass_oracle_fail),
+            reuse,
+            health,
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    if agg.missing_cells:
+        lines += ["", f"Missing cells ({len(agg.missing_cells)}): {', '.join(agg.missing_cells)}"]
+    return "\n".join(lines) + "\n"

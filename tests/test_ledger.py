@@ -1,0 +1,473 @@
+"""The decision ledger: a clean ledger verifies, and every kind of tampering is named precisely."""
+
+import json
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench_assets import ledger
+from bench_assets.errors import IntegrityError, LedgerError
+from bench_assets.fsutil import atomic_write_bytes
+from bench_assets.hashing import canonical_json, sha256_json
+from bench_assets.ledger import (
+    GENESIS,
+    LedgerHead,
+    append,
+    head_path,
+    read,
+    reanchor,
+    verify,
+    verify_bytes,
+)
+
+DECISIONS = ["promote", "keep_incumbent", "insufficient_evidence", "promote"]
+
+
+def decision_doc(i: int) -> dict[str, Any]:
+    return {"schema_version": 1, "decision": DECISIONS[i % 4], "tasks": {"alpha": {"n": i}}}
+
+
+def build(tmp_path: Path, n: int = 4, tag: str = "") -> Path:
+    """A ledger of ``n`` entries with every field populated (and a non-ASCII payload byte)."""
+    path = tmp_path / "ledger" / "decisions.jsonl"
+    for i in range(n):
+        append(
+            path,
+            decision=DECISIONS[i % 4],
+            decision_json=decision_doc(i),
+            generation=f"g{i + 1:04d}",
+            candidate=f"overlay-{i}{tag}",
+            payload={"reasons": [f"rule {i} ok", "café"], "cost_ratio": 0.8 + i / 100},
+            recorded_at=f"2025-01-0{i + 1}T03:00:00+00:00",
+        )
+    return path
+
+
+def lines_of(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def rewrite(path: Path, data: bytes) -> None:
+    atomic_write_bytes(path, data)
+
+
+def assert_bad(path: Path, line: int, seq: int | None, reason: str, **kw: Any) -> None:
+    result = verify(path, **kw)
+    assert not result.ok
+    assert (result.first_bad_line, result.first_bad_seq) == (line, seq), result.reason
+    assert reason in (result.reason or ""), result.reason
+    assert result.entries == line - 1
+    message = result.message(path)
+    assert f"line {line} (seq {'?' if seq is None else seq})" in message
+    with pytest.raises(LedgerError, match=f"line {line}"):
+        read(path, **kw)
+
+
+# --- the clean ledger ----------------------------------------------------------------------------
+
+
+def test_clean_ledger_verifies_and_chains(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    result = verify(path)
+    assert result.ok and result.entries == 4 and result.reason is None
+    entries = read(path)
+    assert [e.seq for e in entries] == [1, 2, 3, 4]
+    assert entries[0].prev_hash == GENESIS
+    for before, after in zip(entries, entries[1:], strict=False):
+        assert after.prev_hash == before.hash
+    for raw, entry in zip(lines_of(path), entries, strict=True):
+        obj = json.loads(raw)
+        assert raw == (canonical_json(obj) + "\n").encode("utf-8")
+        assert entry.hash == sha256_json({k: v for k, v in obj.items() if k != "hash"})
+        assert set(obj) == {
+            "schema_version",
+            "seq",
+            "recorded_at",
+            "generation",
+            "decision",
+            "candidate",
+            "decision_digest",
+            "payload",
+            "prev_hash",
+            "hash",
+        }
+    assert entries[2].decision_digest == sha256_json(decision_doc(2))
+    assert (entries[2].decision, entries[2].generation, entries[2].candidate) == (
+        "insufficient_evidence",
+        "g0003",
+        "overlay-2",
+    )
+    assert result.head == LedgerHead(seq=4, hash=entries[-1].hash)
+    assert json.loads(head_path(path).read_text()) == {"seq": 4, "hash": entries[-1].hash}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert result.message(path).startswith(f"ledger {path}: OK, 4 entries, head seq 4")
+
+
+def test_missing_ledger_is_empty_and_valid(tmp_path: Path) -> None:
+    path = tmp_path / "none.jsonl"
+    result = verify(path)
+    assert result.ok and result.entries == 0 and result.head == LedgerHead(seq=0, hash=GENESIS)
+    assert read(path) == []
+
+
+def test_append_returns_the_entry_written(tmp_path: Path) -> None:
+    path = build(tmp_path, 2)
+    entry = append(
+        path, decision="promote", decision_json={"x": 1}, generation="g0009", candidate=None
+    )
+    assert entry == read(path)[-1]
+    assert (entry.seq, entry.payload, entry.candidate) == (3, {}, None)
+    assert entry.recorded_at.endswith("+00:00")
+
+
+# --- edited bytes ---------------------------------------------------------------------------------
+
+FIELDS = [
+    "seq",
+    "recorded_at",
+    "generation",
+    "decision",
+    "candidate",
+    "decision_digest",
+    "payload",
+    "prev_hash",
+    "hash",
+    "schema_version",
+]
+
+
+def _flip_in_field(raw: bytes, field: str) -> bytes:
+    """Change one byte inside the value of ``field`` so the line stays valid JSON."""
+    start = raw.index(f'"{field}":'.encode()) + len(field) + 3
+    if raw[start : start + 1] in (b'"', b"{"):
+        start += 1
+    while not raw[start : start + 1].isalnum():
+        start += 1
+    old = raw[start : start + 1]
+    new = b"7" if old.isdigit() and old != b"7" else b"8" if old.isdigit() else b"b"
+    if old == b"b":
+        new = b"c"
+    return raw[:start] + new + raw[start + 1 :]
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize("index", range(4))
+def test_editing_a_field_of_any_entry_is_named(tmp_path: Path, index: int, field: str) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    lines[index] = _flip_in_field(lines[index], field)
+    rewrite(path, b"".join(lines))
+    edited_seq = json.loads(lines[index])["seq"]
+    if field != "seq":
+        assert edited_seq == index + 1
+    assert_bad(path, index + 1, edited_seq, "")
+
+
+def test_edit_reasons(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    lines[1] = _flip_in_field(lines[1], "decision")
+    rewrite(path, b"".join(lines))
+    assert_bad(path, 2, 2, "hash does not match the entry's content (the entry was edited)")
+
+
+def test_whitespace_that_keeps_the_value_is_still_an_edit(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    lines[2] = lines[2].replace(b'"seq":', b'"seq": ', 1)
+    rewrite(path, b"".join(lines))
+    assert_bad(path, 3, 3, "not in canonical form")
+
+
+def test_every_single_byte_edit_is_detected(tmp_path: Path) -> None:
+    """Property: for every byte position, each of several edits is caught on that byte's line.
+
+    The mutated bytes are checked with :func:`verify_bytes` (what :func:`verify` runs on the file's
+    content) against the ledger's real head anchor, so no file is rewritten per edit.
+    """
+    path = build(tmp_path, 3)
+    original = path.read_bytes()
+    head = verify(path).head
+    assert verify_bytes(original, head=head).ok
+    line_of: list[int] = []
+    for number, raw in enumerate(original.splitlines(keepends=True), start=1):
+        line_of += [number] * len(raw)
+    tried = 0
+    for pos in range(len(original)):
+        for edit in (original[pos] ^ 0x01, original[pos] ^ 0x20, original[pos] ^ 0x80, 0x20):
+            if edit == original[pos]:
+                continue
+            tried += 1
+            result = verify_bytes(original[:pos] + bytes([edit]) + original[pos + 1 :], head=head)
+            assert not result.ok, f"undetected edit at byte {pos} -> {edit:#x}"
+            assert result.first_bad_line == line_of[pos], (pos, result.reason)
+    assert tried > 3 * len(original)
+    assert verify(path).ok
+
+
+def test_every_single_byte_edit_of_the_head_anchor_is_detected(tmp_path: Path) -> None:
+    path = build(tmp_path, 3)
+    hp = head_path(path)
+    original = hp.read_bytes()
+    for pos in range(len(original)):
+        for edit in (original[pos] ^ 0x01, original[pos] ^ 0x80):
+            rewrite(hp, original[:pos] + bytes([edit]) + original[pos + 1 :])
+            assert not verify(path).ok, f"undetected head edit at byte {pos}"
+    rewrite(hp, original)
+    assert verify(path).ok
+
+
+# --- removed, reordered, truncated, forged -------------------------------------------------------
+
+
+def test_removing_the_first_entry(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    rewrite(path, b"".join(lines_of(path)[1:]))
+    assert_bad(path, 1, 2, "seq 2 where 1 was expected")
+    assert "prev_hash does not match the genesis hash" in (verify(path).reason or "")
+
+
+def test_removing_a_middle_entry(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    del lines[2]
+    rewrite(path, b"".join(lines))
+    assert_bad(path, 3, 4, "seq 4 where 3 was expected")
+    assert "prev_hash does not match the hash of seq 2" in (verify(path).reason or "")
+
+
+def test_removing_the_last_entry(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    rewrite(path, b"".join(lines_of(path)[:-1]))
+    assert_bad(path, 4, 4, "ledger ends at seq 3 but the head anchor records seq 4")
+
+
+def test_removing_every_entry(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    rewrite(path, b"")
+    assert_bad(path, 1, 1, "seq 1..4 removed")
+    path.unlink()
+    assert_bad(path, 1, 1, "seq 1..4 removed")
+
+
+@pytest.mark.parametrize(("a", "b"), [(0, 1), (1, 2), (2, 3), (0, 3), (1, 3)])
+def test_swapping_two_entries(tmp_path: Path, a: int, b: int) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    lines[a], lines[b] = lines[b], lines[a]
+    rewrite(path, b"".join(lines))
+    assert_bad(path, a + 1, b + 1, f"seq {b + 1} where {a + 1} was expected")
+
+
+def test_truncating_mid_line(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    data = path.read_bytes()
+    last_start = data.rindex(b"\n", 0, len(data) - 1) + 1
+    for cut in (last_start + 1, (last_start + len(data)) // 2, len(data) - 2):
+        rewrite(path, data[:cut])
+        assert_bad(path, 4, None, "not JSON")
+    rewrite(path, data[:-1])  # only the final newline is gone
+    assert_bad(path, 4, 4, "no newline at end of file")
+    second = data.index(b"\n") + 1
+    rewrite(path, data[: second + 30])
+    assert_bad(path, 2, None, "no newline at end of file: truncated?")
+
+
+def test_garbage_lines(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    for junk, reason in [
+        (b"\n", "not JSON"),
+        (b"[1, 2]\n", "not a JSON object"),
+        (b'{"seq": 3}\n', "not a ledger entry"),
+        (b"\xff\xfe\n", "not UTF-8"),
+        (b"[" * 100_000 + b"\n", "not JSON (RecursionError)"),
+    ]:
+        rewrite(path, b"".join([*lines[:2], junk, *lines[2:]]))
+        assert_bad(path, 3, 3 if b"seq" in junk else None, reason)
+
+
+def _forged(prev_hash: str, seq: int) -> bytes:
+    obj: dict[str, Any] = {
+        "schema_version": 1,
+        "seq": seq,
+        "recorded_at": "2025-02-01T00:00:00+00:00",
+        "generation": "g9999",
+        "decision": "promote",
+        "candidate": "evil",
+        "decision_digest": sha256_json({"decision": "promote"}),
+        "payload": {},
+        "prev_hash": prev_hash,
+    }
+    obj["hash"] = sha256_json(obj)
+    return (canonical_json(obj) + "\n").encode("utf-8")
+
+
+def test_forged_entry_with_a_wrong_prev_hash(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    third = read(path)[2]
+    rewrite(path, path.read_bytes() + _forged(third.hash, 5))
+    assert_bad(path, 5, 5, "prev_hash does not match the hash of seq 4")
+
+
+def test_forged_entry_with_a_correct_chain_is_caught_by_the_head(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    last = read(path)[-1]
+    rewrite(path, path.read_bytes() + _forged(last.hash, 5))
+    assert_bad(path, 5, 5, "entry after the head recorded in the head anchor (seq 4)")
+    with pytest.raises(LedgerError, match="refusing to append.*line 5"):
+        append(path, decision="promote", decision_json={}, generation="g5", candidate=None)
+
+
+def test_head_anchor_missing_or_garbled(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    hp = head_path(path)
+    saved = hp.read_bytes()
+    hp.unlink()
+    result = verify(path)
+    assert not result.ok and "head anchor decisions.jsonl.head is missing" in (result.reason or "")
+    assert result.message(path).endswith("is missing (4 entries verified)")
+    rewrite(hp, b"{}")
+    assert "unreadable" in (verify(path).reason or "")
+    rewrite(hp, saved)
+    assert verify(path).ok
+
+
+def test_rewriting_ledger_and_head_together_needs_an_external_anchor(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    anchor = verify(path).head
+    rewrite(path, b"".join(lines_of(path)[:-1]))
+    reanchor(path)  # the attacker also fixes the sidecar
+    assert verify(path).ok
+    assert_bad(path, 4, 4, "the expected head records seq 4", expected_head=anchor)
+
+
+def test_an_external_anchor_catches_a_rewritten_entry(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    anchor = verify(path).head
+    rebuilt = build(tmp_path / "other", tag="-forged")  # same seqs, other content
+    rewrite(path, rebuilt.read_bytes())
+    rewrite(head_path(path), head_path(rebuilt).read_bytes())
+    assert verify(path).ok
+    result = verify(path, expected_head=anchor)
+    assert (result.ok, result.first_bad_line, result.first_bad_seq) == (False, 4, 4)
+    assert "differs from the expected head" in (result.reason or "")
+
+
+# --- durability, refusals, concurrency ------------------------------------------------------------
+
+
+def test_crash_while_writing_leaves_the_old_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = build(tmp_path, 2)
+    before = path.read_bytes()
+
+    def crash(src: object, dst: object) -> None:
+        raise OSError("power cut")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="power cut"):
+        append(path, decision="promote", decision_json={}, generation="g3", candidate=None)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert verify(path).ok
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, head_path(path).name]
+
+
+def test_crash_between_ledger_and_head_is_loud_and_reanchor_accepts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = build(tmp_path, 2)
+
+    def crash(p: Path, head: LedgerHead) -> None:
+        raise OSError("power cut")
+
+    monkeypatch.setattr(ledger, "_write_head", crash)
+    with pytest.raises(OSError):
+        append(path, decision="promote", decision_json={}, generation="g3", candidate=None)
+    monkeypatch.undo()
+    assert_bad(path, 3, 3, "an append was interrupted (see ledger.reanchor)")
+    head = reanchor(path)
+    assert head.seq == 3 and verify(path).ok
+
+
+def test_reanchor_refuses_a_broken_chain(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    del lines[1]
+    rewrite(path, b"".join(lines))
+    with pytest.raises(LedgerError, match="cannot re-anchor.*line 2"):
+        reanchor(path)
+
+
+def test_append_refuses_a_tampered_ledger_and_writes_nothing(tmp_path: Path) -> None:
+    path = build(tmp_path)
+    lines = lines_of(path)
+    lines[0] = _flip_in_field(lines[0], "payload")
+    rewrite(path, b"".join(lines))
+    before = path.read_bytes()
+    with pytest.raises(LedgerError, match=r"line 1 \(seq 1\)") as err:
+        append(path, decision="promote", decision_json={}, generation="g5", candidate=None)
+    assert isinstance(err.value, IntegrityError) and err.value.exit_code == 1
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"x": float("nan")}, "non-finite"),
+        ({"x": (1, 2)}, "tuple is not JSON"),
+        ({"x": {1: "a"}}, "is not a string"),
+        ({"x": "\ud800"}, "not valid Unicode"),
+        ({"x": "a" * (ledger.MAX_PAYLOAD_BYTES + 1)}, "at most"),
+    ],
+)
+def test_payload_must_be_small_plain_json(
+    tmp_path: Path, payload: dict[str, Any], message: str
+) -> None:
+    path = tmp_path / "l.jsonl"
+    with pytest.raises(ValueError, match=message):
+        append(
+            path,
+            decision="promote",
+            decision_json={},
+            generation=None,
+            candidate=None,
+            payload=payload,
+        )
+    assert not path.exists()
+
+
+def test_concurrent_appends_all_land_in_one_chain(tmp_path: Path) -> None:
+    path = tmp_path / "l.jsonl"
+    errors: list[BaseException] = []
+
+    def worker(w: int) -> None:
+        try:
+            for i in range(5):
+                append(
+                    path,
+                    decision="keep_incumbent",
+                    decision_json={"w": w, "i": i},
+                    generation=f"w{w}",
+                    candidate=str(i),
+                )
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    result = verify(path)
+    assert result.ok and result.entries == 30
+    assert sorted((e.generation, e.candidate) for e in read(path)) == sorted(
+        (f"w{w}", str(i)) for w in range(6) for i in range(5)
+    )

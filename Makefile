@@ -26,6 +26,8 @@ demo: bootstrap
 	$(VENV)/bin/wfbench sync
 	$(VENV)/bin/wfbench inputs
 	$(VENV)/bin/wfbench cells --run
+	$(VENV)/bin/wfbench decide
+	$(VENV)/bin/wfbench ledger verify
 
 test: bootstrap
 	$(PY) -m pytest

@@ -557,5 +557,158 @@ def try_cell(
         click.echo("verify output (tail):\n" + record.verify_tail[-1500:])
 
 
+@main.command()
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option("--generation", default="", help="Generation id recorded on the decision.")
+@click.option("--json", "as_json", is_flag=True, help="Print the decision metadata as JSON.")
+def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
+    """Aggregate every task's cells, run the promotion gate, write the report and ledger entry.
+
+    Uses the latest record of every cell (run `wfbench cells --run` first). The decision is data,
+    not an exit code: promote, keep_incumbent and insufficient_evidence all exit 0. An UNUSABLE
+    incumbent arm fails (exit 1) after the evidence is written.
+    """
+    from bench_assets.defs.instance_ops import StepFailed, materialize_decision
+
+    bench = load_benchmark(tasks_dir)
+    instance = _instance()
+    try:
+        out = materialize_decision(
+            instance,
+            bench.task_ids(),
+            tasks_dir=str(bench.root),
+            artifact_root=os.environ.get("WFBENCH_ARTIFACTS", ""),
+            generation=generation,
+            aborted=False,
+            progress=_progress,
+        )
+    except StepFailed as e:
+        _fail_step(e)
+    d: dict[str, Any] = dict(out["decision"])
+    r: dict[str, Any] = dict(out["report"])
+    if as_json:
+        click.echo(json.dumps({"decision": d, "report": r}, indent=2, default=str))
+        return
+    click.echo(
+        f"decision: {d.get('decision')} (policy {d.get('policy')}, candidate "
+        f"{d.get('candidate')}, generation {d.get('generation')})"
+    )
+    click.echo(str(d.get("reasons", "")))
+    click.echo(f"report: {r.get('html_path')}")
+    click.echo(f"ledger entry #{d.get('ledger_seq')} {short(str(d.get('ledger_hash')))}")
+
+
+def _find_decision(instance: Any, generation: str) -> dict[str, Any]:
+    from bench_assets.defs.instance_ops import decision_records
+
+    for md in decision_records(instance):
+        if not generation or md.get("generation") == generation:
+            return md
+    which = f" for generation {generation}" if generation else ""
+    _fail(f"no promotion decision{which} yet; run `wfbench decide`", EXIT_INVALID)
+
+
+@main.command()
+@click.option(
+    "--generation", default="", help="Explain this generation's decision (default: latest)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the full decision document.")
+def explain(generation: str, as_json: bool) -> None:
+    """Why the candidate was (not) promoted: policy, per-task numbers, evidence cells.
+
+    The same answer as the promotion_decision asset's metadata in the UI, from the stored
+    decision document; reused evidence names the generation and run it came from.
+    """
+    md = _find_decision(_instance(), generation)
+    body = json.loads(Path(str(md["decision_path"])).read_text(encoding="utf-8"))
+    if as_json:
+        click.echo(json.dumps(body, indent=2))
+        return
+    d = body["decision"]
+    click.echo(f"generation {body.get('generation') or '-'}: {d['decision']}")
+    click.echo(
+        f"candidate {body.get('candidate')} (overlay {short(str(body.get('overlay_digest')))}"
+        f") as arm {d['candidate_arm']} vs incumbent arm {d['incumbent_arm']} "
+        f"(skills {short(str(body.get('incumbent_skills_digest')))})"
+    )
+    pol = d["policy"]
+    click.echo(
+        f"policy {d['policy_name']}: metric {d['metric']}, min_runs {pol['min_runs']}, "
+        f"min_improvement {pol['min_improvement']}, resolve_margin {pol['resolve_margin']}, "
+        f"confidence {pol['confidence']}, seed {pol['seed']}"
+    )
+    click.echo(f"evidence expires {d.get('evidence_expires_at') or '-'}; run {md.get('run_id')}")
+    click.echo("\nreasons:")
+    for reason in d["reasons"]:
+        click.echo(f"  - {reason}")
+    from bench_assets.report import TASK_COLUMNS, task_rows
+
+    click.echo("\ntasks:")
+    rows = [TASK_COLUMNS[:-1], *[r[:-1] for r in task_rows(d)]]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, r in enumerate(rows):
+        line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
+        why = "" if n == 0 else f"  {task_rows(d)[n - 1][-1]}"
+        click.echo(f"  {line}{why}")
+    click.echo("\nevidence cells:")
+    for e in d["evidence"]:
+        origin = "reused" if e["reused"] else "fresh"
+        outcome = e.get("error_kind") or "resolved"
+        counted = "" if e["task_counted"] else " (task not counted)"
+        click.echo(
+            f"  {e['task']} {e['arm']}.r{e['run']}: {origin}, generation "
+            f"{e.get('generation') or '-'}, data version {short(e['data_version'])}, "
+            f"{outcome}{counted}"
+        )
+
+
+@main.command()
+@click.option("--open", "open_it", is_flag=True, help="Open the HTML report in a browser.")
+def report(open_it: bool) -> None:
+    """Print the paths of the latest benchmark report (Markdown and self-contained HTML)."""
+    from bench_assets.defs.instance_ops import _latest_metadata
+
+    md = _latest_metadata(_instance(), "benchmark_report", None)
+    if not md:
+        _fail("no report yet; run `wfbench decide`", EXIT_INVALID)
+    click.echo(f"html: {md['html_path']}")
+    click.echo(f"markdown: {md['markdown_path']}")
+    if open_it:
+        click.launch(str(md["html_path"]))
+
+
+@main.group()
+def ledger() -> None:
+    """The tamper-evident decision ledger."""
+
+
+@ledger.command("verify")
+@click.option(
+    "--path",
+    "path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Ledger file (default: <artifacts>/ledger/decisions.jsonl).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the verification result as JSON.")
+def ledger_verify(path: Path | None, as_json: bool) -> None:
+    """Check every entry's hash and the chain; exit 1 naming the first bad entry."""
+    from bench_assets import ledger as ledger_mod
+    from bench_assets.defs.decision import ledger_path
+    from bench_assets.store import ArtifactStore, default_artifact_root
+
+    target = path or ledger_path(ArtifactStore(default_artifact_root()))
+    if not target.exists():
+        _fail(f"no ledger at {target}", EXIT_INVALID)
+    result = ledger_mod.verify(target)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        click.echo(result.message(target))
+    sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
 if __name__ == "__main__":
     main()

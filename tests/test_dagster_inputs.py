@@ -46,11 +46,14 @@ def test_definitions_hold_the_input_assets_and_sync_sensor() -> None:
     defs = load_defs()
     keys = sorted(k.to_user_string() for k in defs.resolve_all_asset_keys())
     assert keys == [
+        "aggregates",
+        "benchmark_report",
         "candidate_cells",
         "candidate_overlay",
         "comparator_cells",
         "incumbent_skills",
         "oracle_snapshots",
+        "promotion_decision",
         "sanitized_graphs",
         "task_bindings",
     ]

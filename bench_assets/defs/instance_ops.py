@@ -226,3 +226,74 @@ def latest_cells(
                 if md:
                     out.append({"task": task, "cell": cell, "asset": name, **md})
     return out
+
+
+def materialize_decision(
+    instance: dg.DagsterInstance,
+    task_ids: list[str],
+    *,
+    tasks_dir: str,
+    artifact_root: str,
+    generation: str,
+    aborted: bool,
+    progress: Callable[[str], None],
+) -> dict[str, dict[str, object]]:
+    """Aggregate every task, then decide and report; returns the decision's metadata.
+
+    A task whose ``aggregates_complete`` check fails does not stop the decision: its missing
+    cells reach the gate as missing evidence, which can only yield ``insufficient_evidence``.
+    """
+    from bench_assets.defs.decision import aggregates, benchmark_report, promotion_decision
+    from bench_assets.defs.resources import BenchResource
+
+    resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+    for i, task in enumerate(task_ids, 1):
+        result = dg.materialize(
+            [aggregates],
+            instance=instance,
+            partition_key=task,
+            resources=resources,
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+        try:
+            _run(result)
+            progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: complete")
+        except StepFailed as e:
+            if "aggregates_complete" not in e.message and "AssetCheck" not in e.cls_name:
+                raise
+            progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: INCOMPLETE ({e.message})")
+    progress("promotion_decision, benchmark_report ...")
+    _run(
+        dg.materialize(
+            [promotion_decision, benchmark_report],
+            instance=instance,
+            resources=resources,
+            run_config={
+                **QUIET,
+                "ops": {
+                    "promotion_decision": {"config": {"generation": generation, "aborted": aborted}}
+                },
+            },
+            raise_on_error=False,
+        )
+    )
+    return {
+        "decision": _latest_metadata(instance, "promotion_decision", None),
+        "report": _latest_metadata(instance, "benchmark_report", None),
+    }
+
+
+def decision_records(instance: dg.DagsterInstance, limit: int = 200) -> list[dict[str, object]]:
+    """Metadata of recent promotion_decision materializations, newest first."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey("promotion_decision")), limit=limit
+    ).records
+    out = []
+    for r in records:
+        if r.asset_materialization is None:
+            continue
+        md: dict[str, object] = {k: v.value for k, v in r.asset_materialization.metadata.items()}
+        md["run_id"] = r.run_id
+        out.append(md)
+    return out

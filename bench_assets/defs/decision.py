@@ -1,0 +1,361 @@
+"""Decision assets: ``aggregates`` (per task), ``promotion_decision`` and ``benchmark_report``.
+
+Lineage is kept in our own metadata, not only in Dagster's edges: Dagster stops tracking
+staleness on an edge with 100 or more upstream partitions, so the decision lists every cell it
+used (partition, run id, data version, generation, reused or not and from which run).
+"""
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from bench_assets import aggregate as agg_mod
+from bench_assets import gate as gate_mod
+from bench_assets import ledger as ledger_mod
+from bench_assets import report as report_mod
+from bench_assets.catalog import Benchmark
+from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
+from bench_assets.defs.inputs import incumbent_skills, upstream_metadata
+from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
+from bench_assets.defs.resources import BenchResource
+from bench_assets.errors import InputError, IntegrityError
+from bench_assets.fsutil import atomic_write_json, atomic_write_text
+from bench_assets.hashing import sha256_json, short
+from bench_assets.records import load_record
+from bench_assets.store import ArtifactStore
+
+GROUP = "decision"
+OWNERS = ["team:wfbench"]
+AGGREGATES_CODE_VERSION = "aggregates-v1"
+DECISION_CODE_VERSION = "decision-v1"
+REPORT_CODE_VERSION = "report-v1"
+CELL_ASSETS = ("comparator_cells", "candidate_cells")
+
+
+class DecisionConfig(dg.Config):
+    """Run config of the decision."""
+
+    generation: str = ""
+    """Generation id (e.g. g0007); empty for a decision made outside a generation."""
+    aborted: bool = False
+    """Set by the generation driver when the outage breaker tripped: never promotes."""
+
+
+def ledger_path(artifacts: ArtifactStore) -> Path:
+    """The decision ledger."""
+    return artifacts.root / "ledger" / "decisions.jsonl"
+
+
+def _latest(instance: dg.DagsterInstance, asset: str, partition: str | None) -> Any:
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None
+        ),
+        limit=1,
+    ).records
+    return records[0] if records and records[0].asset_materialization is not None else None
+
+
+def _metadata(record: Any) -> dict[str, Any]:
+    mat = record.asset_materialization
+    return {k: v.value for k, v in mat.metadata.items()} | dict(mat.tags or {})
+
+
+def collect_task_inputs(
+    instance: dg.DagsterInstance, task: str, planned: list[tuple[str, str]]
+) -> list[agg_mod.AggregateInput]:
+    """The latest materialization of every planned (asset, cell) of one task, as inputs."""
+    out = []
+    for asset, cell in planned:
+        key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+        rec = _latest(instance, asset, key)
+        if rec is None:
+            continue
+        md = _metadata(rec)
+        record = load_record(Path(str(md["record_path"])))
+        reused = bool(md.get("reused"))
+        out.append(
+            agg_mod.AggregateInput(
+                record=record,
+                reused=reused,
+                run_id=rec.run_id,
+                source_run_id=str(md.get("reused_from_run")) if reused else None,
+                source_generation=record.generation if reused else None,
+                data_version=str(md.get("dagster/data_version") or record.data_version),
+            )
+        )
+    return out
+
+
+def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
+    """(asset, cell key) of every planned cell per task, from bench.yaml."""
+    comparator, candidate = bench_cell_keys(tasks_dir)
+    return [("comparator_cells", c) for c in comparator] + [
+        ("candidate_cells", c) for c in candidate
+    ]
+
+
+@dg.asset(
+    partitions_def=task_partitions,
+    deps=[
+        dg.AssetDep(
+            a,
+            partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
+                partition_dimension_name="task"
+            ),
+        )
+        for a in CELL_ASSETS
+    ],
+    group_name=GROUP,
+    owners=OWNERS,
+    kinds={"pandas"},
+    code_version=AGGREGATES_CODE_VERSION,
+    check_specs=[
+        dg.AssetCheckSpec(
+            "aggregates_complete",
+            asset="aggregates",
+            blocking=True,
+            description="Fails when any planned cell of the task has no record.",
+        )
+    ],
+    description=(
+        "Per task and arm: resolved/valid runs, pass@1, pass^k, medians of cost (null if any "
+        "valid run is unmeasured), tokens, turns, duration and churn, exclusions by kind, "
+        "verify-passed-but-oracle-failed count, fresh vs reused cells and where reused evidence "
+        "came from, and measurement health. Blocking check: every planned cell present."
+    ),
+)
+def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Aggregate one task's cells."""
+    task = context.partition_key
+    planned = planned_cells(bench.tasks_dir)
+    inputs = collect_task_inputs(context.instance, task, planned)
+    agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
+    body = agg.model_dump(mode="json")
+    digest = sha256_json(body)
+    path = atomic_write_json(bench.artifacts().root / "aggregates" / task / f"{digest}.json", body)
+    complete = not agg.missing_cells
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(digest),
+        metadata={
+            "table": dg.MetadataValue.md(agg_mod.to_markdown(agg)),
+            "missing_cells": ", ".join(agg.missing_cells) or "-",
+            "cells": len(agg.evidence),
+            "record_path": dg.MetadataValue.path(str(path)),
+            "digest": digest,
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="aggregates_complete",
+                passed=complete,
+                metadata={"missing": ", ".join(agg.missing_cells) or "-", "planned": len(planned)},
+            )
+        ],
+    )
+
+
+def _load_aggregates(
+    instance: dg.DagsterInstance, task_ids: list[str]
+) -> list[agg_mod.TaskAggregate]:
+    out = []
+    for task in task_ids:
+        rec = _latest(instance, "aggregates", task)
+        if rec is None:
+            raise InputError(
+                f"aggregates[{task}] has never been materialized; materialize it first"
+            )
+        md = _metadata(rec)
+        out.append(
+            agg_mod.TaskAggregate.model_validate_json(Path(str(md["record_path"])).read_text())
+        )
+    return out
+
+
+def _metric(e: agg_mod.CellEvidence, metric: str) -> float | None:
+    value = {
+        "cost_usd": e.cost_usd,
+        "total_tokens": e.total_tokens,
+        "turns": e.turns,
+        "duration_s": e.duration_s,
+    }[metric]
+    return None if value is None else float(value)
+
+
+def gate_input(
+    bench: Benchmark,
+    aggs: list[agg_mod.TaskAggregate],
+    *,
+    aborted: bool,
+    now: dt.datetime,
+) -> gate_mod.GateInput:
+    """The gate's input, built from the aggregates' evidence rows."""
+    candidates = bench.config.candidate_arms()
+    if len(candidates) != 1:
+        raise InputError(
+            f"{bench.root / 'bench.yaml'}: arms: the decision needs exactly one candidate arm, "
+            f"found {len(candidates)}"
+        )
+    cand = candidates[0]
+    inc = bench.config.arms[cand].pairs_with or ""
+    outcomes = [
+        gate_mod.RunOutcome(
+            task=a.task,
+            arm=e.arm,
+            run=e.run,
+            resolved=e.resolved,
+            error_kind=e.error_kind,  # type: ignore[arg-type]
+            metric=_metric(e, bench.config.policy.metric),
+            reused=e.reused,
+            generation=None if e.generation in ("", "-") else e.generation,
+            record_id=e.record_id,
+            data_version=e.data_version,
+            recorded_at=dt.datetime.fromisoformat(e.recorded_at),
+        )
+        for a in aggs
+        for e in a.evidence
+        if e.arm in (inc, cand)
+    ]
+    return gate_mod.GateInput(
+        policy=bench.config.policy,
+        model=bench.config.model,
+        incumbent_arm=inc,
+        candidate_arm=cand,
+        tasks=[a.task for a in aggs],
+        outcomes=outcomes,
+        aborted=aborted,
+        now=now,
+        max_age_days=bench.config.reuse.max_age_days,
+    )
+
+
+@dg.asset(
+    deps=[aggregates, candidate_overlay, incumbent_skills],
+    group_name=GROUP,
+    owners=OWNERS,
+    kinds={"python"},
+    code_version=DECISION_CODE_VERSION,
+    description=(
+        "The preregistered promotion gate's verdict for this generation's candidate: promote, "
+        "keep_incumbent or insufficient_evidence, with the policy, every per-task number and "
+        "reason, and the evidence cells it rests on (partition, run id, data version, generation, "
+        "reused from which run). Appended to the tamper-evident decision ledger."
+    ),
+)
+def promotion_decision(
+    context: dg.AssetExecutionContext, config: DecisionConfig, bench: BenchResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Decide on the candidate from every task's aggregate."""
+    b = bench.load()
+    artifacts = bench.artifacts()
+    task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
+    aggs = _load_aggregates(context.instance, task_ids)
+    inp = gate_input(b, aggs, aborted=config.aborted, now=dt.datetime.now(dt.UTC))
+    decision = gate_mod.decide(inp)
+    overlay_md = upstream_metadata(context, candidate_overlay.key, None)
+    skills_md = upstream_metadata(context, incumbent_skills.key, None)
+    body = {
+        "generation": config.generation or None,
+        "candidate": overlay_md.get("candidate"),
+        "overlay_digest": overlay_md.get("digest"),
+        "incumbent_skills_digest": skills_md.get("digest"),
+        "decision": decision.model_dump(mode="json"),
+    }
+    digest = sha256_json(body)
+    folder = artifacts.root / "decisions" / digest
+    atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"))
+    decision_path = atomic_write_json(folder / "decision.json", body)
+    entry = ledger_mod.append(
+        ledger_path(artifacts),
+        decision=decision.decision,
+        decision_json=body,
+        generation=config.generation or None,
+        candidate=str(overlay_md.get("candidate")),
+        payload={"decision_path": str(decision_path)},
+    )
+    cell_runs = {(a.task, e.arm, e.run): e for a in aggs for e in a.evidence}
+    evidence_rows = []
+    for e in decision.evidence:
+        src = cell_runs.get((e.task, e.arm, e.run))
+        evidence_rows.append(
+            [
+                f"{e.task} · {e.arm}.r{e.run}",
+                src.run_id if src and src.run_id else "-",
+                short(e.data_version),
+                e.generation or "-",
+                "reused from " + (src.source_run_id or "?") if e.reused and src else "fresh",
+                e.error_kind.value if e.error_kind else "-",
+                "yes" if e.task_counted else "no",
+            ]
+        )
+    metadata: dict[str, Any] = {
+        "decision": decision.decision,
+        "policy": decision.policy_name,
+        "generation": config.generation or "-",
+        "candidate": str(overlay_md.get("candidate")),
+        "overlay_digest": str(overlay_md.get("digest")),
+        "incumbent_skills_digest": str(skills_md.get("digest")),
+        "evidence_expires_at": str(decision.evidence_expires_at or "-"),
+        "reasons": dg.MetadataValue.md("\n".join(f"- {r}" for r in decision.reasons)),
+        "tasks": dg.MetadataValue.md(
+            report_mod.markdown_table(
+                report_mod.TASK_COLUMNS, report_mod.task_rows(decision.model_dump(mode="json"))
+            )
+        ),
+        "evidence": dg.MetadataValue.md(
+            report_mod.markdown_table(
+                ["cell", "run id", "data version", "generation", "source", "error", "counted"],
+                evidence_rows,
+            )
+        ),
+        "overlay_diff": dg.MetadataValue.md(str(overlay_md.get("diff", ""))),
+        "decision_path": dg.MetadataValue.path(str(decision_path)),
+        "ledger_seq": entry.seq,
+        "ledger_hash": entry.hash,
+        "digest": digest,
+    }
+    unusable = agg_mod.unusable_incumbent(aggs, [inp.incumbent_arm])
+    if unusable:
+        context.add_output_metadata(metadata)
+        raise IntegrityError(
+            f"incumbent arm(s) {', '.join(unusable)} produced no usable measurement this "
+            f"generation (cause undetermined); decision {decision.decision} was recorded at "
+            f"{decision_path}"
+        )
+    return dg.MaterializeResult(data_version=dg.DataVersion(digest), metadata=metadata)
+
+
+@dg.asset(
+    deps=[promotion_decision, aggregates],
+    group_name=GROUP,
+    owners=OWNERS,
+    kinds={"html", "markdown"},
+    code_version=REPORT_CODE_VERSION,
+    description=(
+        "The benchmark report: Markdown in the UI and a self-contained HTML file with charts "
+        "(resolve rate and median cost per task and arm; candidate vs incumbent cost scatter)."
+    ),
+)
+def benchmark_report(
+    context: dg.AssetExecutionContext, bench: BenchResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Render the report of the latest decision."""
+    md = upstream_metadata(context, promotion_decision.key, None)
+    body = json.loads(Path(str(md["decision_path"])).read_text())
+    task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
+    aggs = _load_aggregates(context.instance, task_ids)
+    view = {**body["decision"], "generation": body.get("generation")}
+    markdown = report_mod.render_markdown(view, aggs)
+    folder = bench.artifacts().root / "reports" / str(md["digest"])
+    md_path = atomic_write_text(folder / "report.md", markdown)
+    html_path = atomic_write_text(folder / "report.html", report_mod.render_html(view, aggs))
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(sha256_json({"md": markdown})),
+        metadata={
+            "report": dg.MetadataValue.md(markdown),
+            "html_path": dg.MetadataValue.path(str(html_path)),
+            "markdown_path": dg.MetadataValue.path(str(md_path)),
+        },
+    )

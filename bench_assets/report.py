@@ -1,0 +1,268 @@
+"""The benchmark report: Markdown for the Dagster UI and a self-contained HTML file with charts.
+
+The HTML has no external assets (inline CSS and SVG, no JavaScript), so it opens anywhere and can
+be attached to a review. Charts: per task, resolve rate and median cost by arm (grouped bars), and
+a candidate-vs-incumbent scatter of median cost per task (points below the diagonal are tasks the
+candidate made cheaper; hollow points are tasks where it resolved less).
+"""
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from bench_assets.aggregate import ArmAggregate, TaskAggregate
+
+PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2"]
+
+
+def _fmt(v: float | None, spec: str = ".4f") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def _rate(a: ArmAggregate) -> float | None:
+    return a.resolved / a.valid_runs if a.valid_runs else None
+
+
+def arms_of(aggs: Sequence[TaskAggregate]) -> list[str]:
+    """Every arm in the aggregates, in first-seen order."""
+    seen: list[str] = []
+    for agg in aggs:
+        for arm in agg.arms:
+            if arm not in seen:
+                seen.append(arm)
+    return seen
+
+
+def render_markdown(decision: dict[str, Any], aggs: Sequence[TaskAggregate]) -> str:
+    """The report as Markdown (decision, reasons, per-task per-arm table, evidence notes)."""
+    policy = decision.get("policy_name", decision.get("policy", {}).get("name", "?"))
+    lines = [
+        f"# wfbench report — {decision.get('generation') or 'ad hoc'}",
+        "",
+        f"**Decision: `{decision.get('decision')}`** (policy `{policy}`, candidate "
+        f"`{decision.get('candidate_arm')}` vs incumbent `{decision.get('incumbent_arm')}`)",
+        "",
+    ]
+    for reason in decision.get("reasons", []):
+        lines.append(f"- {reason}")
+    lines += ["", "## Tasks", "", markdown_table(TASK_COLUMNS, task_rows(decision)), ""]
+    lines += [
+        "",
+        "Values are medians over valid runs; `n/a` = unmeasured (never counted as 0).",
+        "",
+        "| task | arm | resolved | pass@1 | median cost $ | tokens | turns | churn | excluded |"
+        " verify✓ oracle✗ | fresh/reused | health |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for agg in aggs:
+        for name, a in agg.arms.items():
+            churn = (
+                "n/a"
+                if a.median_churn_files is None
+                else f"{a.median_churn_files:g}/+{a.median_churn_insertions:g}"
+                f"/−{a.median_churn_deletions:g}"
+            )
+            lines.append(
+                f"| {agg.task} | {name} | {a.resolved}/{a.valid_runs} | {_fmt(_rate(a), '.2f')} | "
+                f"{_fmt(a.median_cost_usd)} | {_fmt(a.median_total_tokens, '.0f')} | "
+                f"{_fmt(a.median_turns, '.0f')} | {churn} | {a.excluded_runs} | "
+                f"{a.verify_pass_oracle_fail} | {a.fresh_runs}/{a.reused_runs} | "
+                f"{a.health.status.value} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def _bars(title: str, aggs: Sequence[TaskAggregate], arms: list[str], value: str, unit: str) -> str:
+    width, height, left, bottom, top = 720, 260, 50, 60, 30
+    tasks = [a.task for a in aggs]
+    values = []
+    for agg in aggs:
+        row = []
+        for arm in arms:
+            a = agg.arms.get(arm)
+            v = None if a is None else (_rate(a) if value == "rate" else a.median_cost_usd)
+            row.append(v)
+        values.append(row)
+    vmax = max([v for row in values for v in row if v is not None] + [1e-9])
+    if value == "rate":
+        vmax = 1.0
+    plot_w, plot_h = width - left - 10, height - bottom - top
+    group_w = plot_w / max(len(tasks), 1)
+    bar_w = group_w * 0.8 / max(len(arms), 1)
+    out = [
+        f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
+        f'<text x="{left}" y="18" class="t">{html.escape(title)}</text>',
+    ]
+    for i in range(5):
+        y = top + plot_h - plot_h * i / 4
+        out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" class="g"/>')
+        out.append(
+            f'<text x="{left - 6}" y="{y + 4:.1f}" class="a" text-anchor="end">'
+            f"{vmax * i / 4:.2g}{unit}</text>"
+        )
+    for ti, task in enumerate(tasks):
+        x0 = left + ti * group_w + group_w * 0.1
+        for ai, arm in enumerate(arms):
+            v = values[ti][ai]
+            x = x0 + ai * bar_w
+            if v is None:
+                out.append(
+                    f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h - 4}" class="a" '
+                    'text-anchor="middle">n/a</text>'
+                )
+                continue
+            h = plot_h * v / vmax
+            out.append(
+                f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w - 2:.1f}" '
+                f'height="{h:.1f}" fill="{PALETTE[ai % len(PALETTE)]}">'
+                f"<title>{html.escape(task)} · {html.escape(arm)}: {v:.3g}{unit}</title></rect>"
+            )
+        label = html.escape(task if len(task) <= 18 else task[:17] + "…")
+        out.append(
+            f'<text x="{x0 + group_w * 0.4:.1f}" y="{height - bottom + 16}" class="a" '
+            f'text-anchor="middle">{label}</text>'
+        )
+    for ai, arm in enumerate(arms):
+        lx = left + ai * 170
+        out.append(
+            f'<rect x="{lx}" y="{height - 22}" width="12" height="12" '
+            f'fill="{PALETTE[ai % len(PALETTE)]}"/>'
+        )
+        out.append(f'<text x="{lx + 16}" y="{height - 12}" class="a">{html.escape(arm)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> str:
+    size, pad = 360, 50
+    points = []
+    for agg in aggs:
+        inc, cand = agg.arms.get(incumbent), agg.arms.get(candidate)
+        if inc is None or cand is None:
+            continue
+        if inc.median_cost_usd is None or cand.median_cost_usd is None:
+            continue
+        worse = (_rate(cand) or 0.0) < (_rate(inc) or 0.0)
+        points.append((agg.task, inc.median_cost_usd, cand.median_cost_usd, worse))
+    vmax = max([max(p[1], p[2]) for p in points] + [1e-9]) * 1.1
+    scale = (size - 2 * pad) / vmax
+    out = [
+        f'<svg viewBox="0 0 {size} {size}" role="img" aria-label="candidate vs incumbent">',
+        f'<text x="{pad}" y="18" class="t">median cost $: {html.escape(candidate)} (y) vs '
+        f"{html.escape(incumbent)} (x)</text>",
+        f'<line x1="{pad}" y1="{size - pad}" x2="{size - pad}" y2="{pad}" class="d"/>',
+        f'<line x1="{pad}" y1="{size - pad}" x2="{size - pad}" y2="{size - pad}" class="g"/>',
+        f'<line x1="{pad}" y1="{size - pad}" x2="{pad}" y2="{pad}" class="g"/>',
+        f'<text x="{size - pad}" y="{size - pad + 16}" class="a" text-anchor="end">'
+        f"{vmax:.2g}</text>",
+        f'<text x="{pad - 6}" y="{pad + 4}" class="a" text-anchor="end">{vmax:.2g}</text>',
+    ]
+    for task, x, y, worse in points:
+        cx, cy = pad + x * scale, size - pad - y * scale
+        fill = "none" if worse else PALETTE[1]
+        out.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="6" fill="{fill}" stroke="{PALETTE[1]}" '
+            f'stroke-width="2"><title>{html.escape(task)}: {x:.4f} → {y:.4f}</title></circle>'
+        )
+    if not points:
+        out.append(
+            f'<text x="{size / 2}" y="{size / 2}" class="a" text-anchor="middle">'
+            "no task with measured cost on both arms</text>"
+        )
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def render_html(decision: dict[str, Any], aggs: Sequence[TaskAggregate]) -> str:
+    """A self-contained HTML report (inline CSS + SVG charts, no scripts)."""
+    arms = arms_of(aggs)
+    incumbent = str(decision.get("incumbent_arm") or (arms[0] if arms else ""))
+    candidate = str(decision.get("candidate_arm") or (arms[-1] if arms else ""))
+    md_rows = []
+    for agg in aggs:
+        for name, a in agg.arms.items():
+            md_rows.append(
+                "<tr>"
+                + "".join(
+                    f"<td>{html.escape(str(c))}</td>"
+                    for c in (
+                        agg.task,
+                        name,
+                        f"{a.resolved}/{a.valid_runs}",
+                        _fmt(a.median_cost_usd),
+                        _fmt(a.median_total_tokens, ".0f"),
+                        a.excluded_runs,
+                        a.verify_pass_oracle_fail,
+                        f"{a.fresh_runs}/{a.reused_runs}",
+                        a.health.status.value,
+                    )
+                )
+                + "</tr>"
+            )
+    reasons = "".join(f"<li>{html.escape(str(r))}</li>" for r in decision.get("reasons", []))
+    verdict = html.escape(str(decision.get("decision")))
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<title>wfbench report {html.escape(str(decision.get("generation") or ""))}</title>
+<style>
+body{{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:980px;color:#222}}
+h1{{font-size:1.4rem}} .verdict{{font-size:1.2rem;padding:.4rem .8rem;border-radius:6px;
+display:inline-block;background:#eef}} table{{border-collapse:collapse;width:100%;margin:1rem 0}}
+td,th{{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left}} th{{background:#f6f6f6}}
+svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:600;font-size:13px}}
+.a{{font-size:11px;fill:#555}} .g{{stroke:#e3e3e3}} .d{{stroke:#999;stroke-dasharray:4 4}}
+</style></head><body>
+<h1>wfbench report — {html.escape(str(decision.get("generation") or "ad hoc"))}</h1>
+<p class="verdict">Decision: <b>{verdict}</b> · candidate <code>{html.escape(candidate)}</code>
+vs incumbent <code>{html.escape(incumbent)}</code></p>
+<ul>{reasons}</ul>
+{_bars("Resolve rate by task and arm", aggs, arms, "rate", "")}
+{_bars("Median cost ($) by task and arm", aggs, arms, "cost", "")}
+{_scatter(aggs, incumbent, candidate)}
+<table><tr><th>task</th><th>arm</th><th>resolved</th><th>median cost $</th><th>tokens</th>
+<th>excluded</th><th>verify✓ oracle✗</th><th>fresh/reused</th><th>health</th></tr>
+{"".join(md_rows)}</table>
+<p>Values are medians over valid runs; n/a = unmeasured (never counted as 0).</p>
+</body></html>
+"""
+
+
+TASK_COLUMNS = [
+    "task",
+    "incumbent",
+    "candidate",
+    "median incumbent",
+    "median candidate",
+    "saving %",
+    "gated",
+    "counted",
+    "why",
+]
+
+
+def task_rows(decision: dict[str, Any]) -> list[list[str]]:
+    """The decision's per-task table (numbers and why each task counted or not), as strings."""
+    rows = []
+    for t in decision.get("tasks", []):
+        inc, cand = t.get("incumbent", {}), t.get("candidate", {})
+        rows.append(
+            [
+                str(t["task"]),
+                str(t.get("incumbent_resolved")),
+                str(t.get("candidate_resolved")),
+                _fmt(inc.get("median_metric")),
+                _fmt(cand.get("median_metric")),
+                _fmt(t.get("improvement_pct"), ".1f"),
+                "yes" if t.get("gated") else "no",
+                "yes" if t.get("counted") else "no",
+                str(t.get("why", "")),
+            ]
+        )
+    return rows
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return "\n".join(lines)

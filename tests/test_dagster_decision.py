@@ -1,0 +1,203 @@
+"""The decision layer: aggregates + completeness check, promotion_decision, report, ledger, CLI."""
+
+import datetime as dt
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from click.testing import CliRunner
+
+from bench_assets import gate
+from bench_assets.catalog import load_benchmark
+from bench_assets.cli import main
+from bench_assets.defs.instance_ops import materialize_decision
+from bench_assets.errorkinds import ErrorKind
+from tests.conftest import DEMO_TASKS
+from tests.test_dagster_cells import replay_bench, run_all
+
+
+def test_the_demo_design_promotes_under_the_default_policy() -> None:
+    """The demo's recorded outcomes (facts, per test_demo_suite) lead the gate to `promote`."""
+    bench = load_benchmark(DEMO_TASKS)
+    expected = json.loads((DEMO_TASKS / "replays" / "expected.json").read_text())
+    now = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+    outcomes = []
+    for arm in ("workflow", "candidate_workflow"):
+        lines = [
+            json.loads(x)
+            for x in (DEMO_TASKS / "replays" / f"{arm}.jsonl").read_text().splitlines()
+            if x.strip()
+        ]
+        usage = {(x["instance_id"], x["run"]): (x["usage"], x["model_patch"]) for x in lines}
+        for task, runs in expected[arm].items():
+            for run, exp in enumerate(runs):
+                u, patch = usage[(task, run)]
+                resolved = exp["verify"] and exp["oracle"] and bool(patch.strip())
+                kind = (
+                    None
+                    if resolved
+                    else (ErrorKind.VERIFY_FAILED if not exp["verify"] else ErrorKind.ORACLE_FAILED)
+                )
+                outcomes.append(
+                    gate.RunOutcome(
+                        task=task,
+                        arm=arm,
+                        run=run,
+                        resolved=resolved,
+                        error_kind=kind,
+                        metric=u["cost_usd"],
+                        reused=False,
+                        generation="g0001",
+                        record_id=f"{task}-{arm}-{run}",
+                        data_version="x" * 8,
+                        recorded_at=now,
+                    )
+                )
+    inp = gate.GateInput(
+        policy=bench.config.policy,
+        model=bench.config.model,
+        incumbent_arm="workflow",
+        candidate_arm="candidate_workflow",
+        tasks=bench.task_ids(),
+        outcomes=outcomes,
+        aborted=False,
+        now=now,
+        max_age_days=90,
+    )
+    assert gate.decide(inp).decision == "promote"
+    # The negative control: the same evidence from an aborted generation never promotes.
+    aborted = gate.decide(inp.model_copy(update={"aborted": True}))
+    assert aborted.decision == "insufficient_evidence"
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+class _Html(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        self.tags.append(tag)
+
+
+def test_decision_is_recorded_with_lineage_report_and_ledger(
+    tmp_path: Path, instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, art = replay_bench(tmp_path), tmp_path / "art"
+    run_all(instance, root, art)
+    out = materialize_decision(
+        instance,
+        ["alpha"],
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        generation="g0001",
+        aborted=False,
+        progress=lambda m: None,
+    )
+    d = out["decision"]
+    # One run per arm cannot meet min_runs 3: insufficient, never keep/promote.
+    assert d["decision"] == "insufficient_evidence"
+    body = json.loads(Path(str(d["decision_path"])).read_text())
+    assert body["generation"] == "g0001" and body["candidate"] == "c1"
+    cells = {(e["arm"], e["run"]) for e in body["decision"]["evidence"]}
+    assert cells == {("workflow", 0), ("cand", 0)}
+    assert "workflow.r0" in str(d["evidence"]) and "fresh" in str(d["evidence"])
+    # Recomputing from the stored input reproduces the stored decision exactly.
+    stored_input = Path(str(d["decision_path"])).parent / "gate-input.json"
+    inp = gate.GateInput.model_validate_json(stored_input.read_text())
+    assert gate.decide(inp).model_dump(mode="json") == body["decision"]
+    # The report: Markdown in metadata, a self-contained HTML file with charts.
+    html = Path(str(out["report"]["html_path"])).read_text()
+    parser = _Html()
+    parser.feed(html)
+    assert "svg" in parser.tags and "script" not in parser.tags and "link" not in parser.tags
+    assert "insufficient_evidence" in html
+    # The ledger verifies, and a single edited byte is caught and named.
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
+    ok = CliRunner().invoke(main, ["ledger", "verify"])
+    assert ok.exit_code == 0 and "OK, 1 entries" in ok.output
+    ledger = art / "ledger" / "decisions.jsonl"
+    data = bytearray(ledger.read_bytes())
+    pos = data.index(b'"insufficient_evidence"') + 2
+    data[pos] = ord("X")
+    ledger.chmod(0o644)
+    ledger.write_bytes(bytes(data))
+    bad = CliRunner().invoke(main, ["ledger", "verify"])
+    assert bad.exit_code == 1 and "line 1" in bad.output
+
+
+def test_explain_names_policy_tasks_and_evidence(
+    tmp_path: Path, instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, art = replay_bench(tmp_path), tmp_path / "art"
+    run_all(instance, root, art)
+    materialize_decision(
+        instance,
+        ["alpha"],
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        generation="g0001",
+        aborted=False,
+        progress=lambda m: None,
+    )
+    # A second generation reuses every cell; its decision names where the evidence came from.
+    from bench_assets.defs.instance_ops import materialize_cells
+
+    materialize_cells(
+        instance,
+        ["alpha"],
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        force=False,
+        generation="g0002",
+        candidate="",
+        progress=lambda m: None,
+    )
+    materialize_decision(
+        instance,
+        ["alpha"],
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        generation="g0002",
+        aborted=False,
+        progress=lambda m: None,
+    )
+    monkeypatch.setenv("DAGSTER_HOME", instance.root_directory)
+    res = CliRunner().invoke(main, ["explain", "--generation", "g0002"])
+    first = CliRunner().invoke(main, ["explain", "--generation", "g0001", "--json"])
+    assert res.exit_code == 0, res.output
+    assert "generation g0002: insufficient_evidence" in res.output
+    assert "policy paired" in res.output
+    assert "alpha workflow.r0: reused, generation g0001" in res.output
+    assert json.loads(first.output)["generation"] == "g0001"
+
+
+def test_incomplete_task_fails_the_check_and_cannot_promote(tmp_path: Path, instance) -> None:
+    from bench_assets.defs.decision import aggregates
+    from bench_assets.defs.instance_ops import materialize_inputs, sync_instance
+    from bench_assets.defs.resources import BenchResource
+
+    root, art = replay_bench(tmp_path), tmp_path / "art"
+    sync_instance(instance, load_benchmark(root))
+    materialize_inputs(
+        instance, ["alpha"], tasks_dir=str(root), artifact_root=str(art), progress=lambda m: None
+    )
+    result = dg.materialize(
+        [aggregates],
+        instance=instance,
+        partition_key="alpha",
+        resources={"bench": BenchResource(tasks_dir=str(root), artifact_root=str(art))},
+        raise_on_error=False,
+    )
+    evaluations = [
+        e for e in result.get_asset_check_evaluations() if e.check_name == "aggregates_complete"
+    ]
+    assert evaluations and not evaluations[0].passed
+    assert "baseline.r0" in str(evaluations[0].metadata["missing"].value)

@@ -150,7 +150,12 @@ class SubprocessProbe:
             return "copy"
         if prog == "sh" and len(argv) >= 3 and argv[1] == "-c" and argv[2] in self.commands:
             return self.commands[argv[2]]
-        if prog == "sh" and len(argv) >= 3 and argv[1] == "-c" and argv[2].startswith("git "):
+        if (
+            prog == "sh"
+            and len(argv) >= 3
+            and argv[1] == "-c"
+            and argv[2].startswith(("git ", "export GIT_INDEX_FILE="))
+        ):
             return "git"  # the harness's batched git plumbing (one sandbox start per phase)
         # Anything else contained during a cell is an agent process (command / claude-code).
         return "agent" if isolation is sandbox.Isolation.SANDBOX else "other"

@@ -184,12 +184,15 @@ def git_script_in_sandbox(
     check: bool = True,
     stdout_file: tuple[int, str] | None = None,
     mounts: tuple[Mount, ...] = (),
+    private_index: bool = False,
 ) -> ExecResult:
     """Run several git commands (``&&``-chained) in ONE sandboxed process on a worktree.
 
     Starting bubblewrap costs ~20 ms, so the harness batches its git plumbing per cell phase.
     ``stdout_file=(i, path)`` redirects step ``i``'s output to ``path`` inside the sandbox (for a
     patch, which may hold any bytes). The neutral configuration travels as GIT_CONFIG_* variables.
+    ``private_index`` runs the steps on a copy of the worktree's index in the sandbox's /tmp, so
+    staging for a snapshot or a diff never changes what the agent (or a later step) sees.
     """
     import shlex
 

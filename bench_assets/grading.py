@@ -128,13 +128,14 @@ def capture_patch(wt: CellWorktree, scratch: Path, grade: Grade) -> None:
     flags = ["--cached", "--no-ext-diff", "--no-textconv", wt.base_sha]
     res = git_script_in_sandbox(
         [
-            ["add", "-A", *_pathspec(wt)],
+            ["add", "-A", "--", "."],
             ["diff", *flags, "--binary", *_pathspec(wt)],
             ["diff", *flags, "--numstat", *_pathspec(wt)],
         ],
         wt.path,
         stdout_file=(1, "/wfbench-capture/patch.diff"),
         mounts=(Mount(scratch, "/wfbench-capture", writable=True),),
+        private_index=True,
     )
     grade.capture_s += res.duration_s
     patch_file = scratch / "patch.diff"

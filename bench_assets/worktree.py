@@ -1,11 +1,13 @@
 """Cell worktrees: a private copy of the sanitized template prepared for one arm.
 
 Preparation copies the template (copy-on-write where the filesystem allows), installs the arm's
-skill tree (none / incumbent / incumbent + candidate overlay) at the configured path, places the
-code graph, and commits both, so the agent's own diff starts clean and never counts skill files.
-Then the task's ``setup`` runs in the sandbox and its changes are committed too. The resulting
-commit is the *base* every patch and churn figure is measured against; the protected files'
-contents at the base are kept so grading can restore them.
+skill tree (none / incumbent / incumbent + candidate overlay) at the configured path and places
+the code graph, both listed in ``.git/info/exclude`` so the agent's ``git status`` starts clean and
+skill files never count as its work, and no commit is added: the history the agent sees is the
+sanitized commit alone. Then the task's ``setup`` runs in the sandbox. The *base* every patch and
+churn figure is measured against is a tree object of that state, written through a private index
+(the agent's own index is untouched); the protected files' contents at the base are kept so
+grading can restore them.
 """
 
 import fnmatch
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_assets.errors import CommandError
-from bench_assets.fsutil import atomic_write_bytes
+from bench_assets.fsutil import atomic_write_bytes, atomic_write_text
 from bench_assets.gitrepo import git_script_in_sandbox
 from bench_assets.sandbox import ExecResult, Isolation, SandboxSpec, run, sandbox_env
 from bench_assets.sanitize import Template, copy_worktree
@@ -27,6 +29,7 @@ class CellWorktree:
 
     path: Path
     base_sha: str
+    """The base tree id (a tree object, not a commit)."""
     excluded_paths: list[str]
     """Worktree paths that are not the agent's work (skills, graph): out of patch and churn."""
     readonly_paths: list[str]
@@ -83,12 +86,13 @@ def prepare(
         atomic_write_bytes(dest / graph_path, graph_file.read_bytes(), mode=0o444)
         excluded.append(graph_path)
         readonly.append(graph_path)
-    commit = [
-        ["add", "-A", "-f", "--", "."],
-        ["commit", "-q", "--allow-empty", "-m", "wfbench: arm setup"],
-        ["rev-parse", "HEAD"],
-    ]
-    base = git_script_in_sandbox(commit, dest).text().strip()
+    if excluded:
+        # Harness-placed files stay out of `git status` and of every diff without a commit, so
+        # the history the agent sees is the sanitized commit alone.
+        exclude_file = dest / ".git" / "info" / "exclude"
+        previous = exclude_file.read_text() if exclude_file.is_file() else ""
+        lines = "".join(f"/{p}\n" for p in excluded)
+        atomic_write_text(exclude_file, previous + "# wfbench: harness-placed files\n" + lines)
     setup_result = None
     if setup:
         setup_result = run(
@@ -101,12 +105,13 @@ def prepare(
         if not setup_result.ok:
             why = "timed out" if setup_result.timed_out else f"exited {setup_result.returncode}"
             raise CommandError(f"task setup {why}: {setup_result.tail(600)}")
-        commit = [
-            ["add", "-A", "--", "."],
-            ["commit", "-q", "--allow-empty", "-m", "wfbench: task setup"],
-            ["rev-parse", "HEAD"],
-        ]
-        base = git_script_in_sandbox(commit, dest).text().strip()
+    # The base is a tree object (no commit): the template plus whatever setup changed.
+    snapshot = git_script_in_sandbox(
+        [["add", "-A", "--", "."], ["write-tree"]],
+        dest,
+        private_index=True,
+    )
+    base = snapshot.text().strip().splitlines()[-1]
     wt = CellWorktree(dest, base, excluded, readonly, list(protected), setup_result=setup_result)
     wt.protected_state = {p: (dest / p).read_bytes() for p in protected_files(dest, protected)}
     return wt

@@ -257,10 +257,10 @@ def test_containment_during_a_session(
     seen = json.loads(transcript.splitlines()[0])
     # The oracle does not exist anywhere the agent can look.
     assert seen["oracle_paths"] == [] and seen["oracle_env"] == []
-    # History: one parentless commit (the sanitized one) plus the harness's own setup commit.
+    # History: nothing but the sanitized commit.
     inputs = build_cell_inputs(bench, "alpha", store)
+    assert seen["commits"] == [inputs.template.info.sanitized_sha]
     assert seen["roots"] == [inputs.template.info.sanitized_sha]
-    assert len(seen["commits"]) == 2
     assert inputs.binding.resolved_sha not in seen["commits"]
     assert "assert add(2, 3) == 5" not in seen["log"]
     # Writes outside the worktree fail; the network is absent.

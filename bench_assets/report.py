@@ -147,9 +147,13 @@ def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> s
     vmax = max([max(p[1], p[2]) for p in points] + [1e-9]) * 1.1
     scale = (size - 2 * pad) / vmax
     out = [
-        f'<svg viewBox="0 0 {size} {size}" role="img" aria-label="candidate vs incumbent">',
-        f'<text x="{pad}" y="18" class="t">median cost $: {html.escape(candidate)} (y) vs '
-        f"{html.escape(incumbent)} (x)</text>",
+        f'<svg viewBox="0 0 {size} {size}" role="img" aria-label="candidate vs incumbent" '
+        'style="max-width:420px">',
+        f'<text x="{pad}" y="18" class="t">median cost $ per task</text>',
+        f'<text x="{size / 2}" y="{size - 12}" class="a" text-anchor="middle">'
+        f"{html.escape(incumbent)} (incumbent)</text>",
+        f'<text x="14" y="{size / 2}" class="a" text-anchor="middle" '
+        f'transform="rotate(-90 14 {size / 2})">{html.escape(candidate)} (candidate)</text>',
         f'<line x1="{pad}" y1="{size - pad}" x2="{size - pad}" y2="{pad}" class="d"/>',
         f'<line x1="{pad}" y1="{size - pad}" x2="{size - pad}" y2="{size - pad}" class="g"/>',
         f'<line x1="{pad}" y1="{size - pad}" x2="{pad}" y2="{pad}" class="g"/>',
@@ -222,7 +226,9 @@ vs incumbent <code>{html.escape(incumbent)}</code></p>
 <table><tr><th>task</th><th>arm</th><th>resolved</th><th>median cost $</th><th>tokens</th>
 <th>excluded</th><th>verify✓ oracle✗</th><th>fresh/reused</th><th>health</th></tr>
 {"".join(md_rows)}</table>
-<p>Values are medians over valid runs; n/a = unmeasured (never counted as 0).</p>
+<p>Scatter: points below the dashed diagonal are tasks the candidate made cheaper; hollow points
+are tasks where it resolved fewer runs. Values are medians over valid runs; n/a = unmeasured
+(never counted as 0).</p>
 </body></html>
 """
 

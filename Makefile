@@ -25,8 +25,10 @@ demo: bootstrap
 	$(VENV)/bin/wfbench validate tasks
 	$(VENV)/bin/wfbench sync
 	$(VENV)/bin/wfbench inputs
-	$(VENV)/bin/wfbench cells --run
-	$(VENV)/bin/wfbench decide
+	$(VENV)/bin/wfbench evolve
+	$(VENV)/bin/wfbench evolve
+	$(VENV)/bin/wfbench cells
+	$(VENV)/bin/wfbench explain
 	$(VENV)/bin/wfbench ledger verify
 
 test: bootstrap

@@ -136,7 +136,7 @@ def cell_identity(
         "skills_install_path": bench.config.skills.install_path,
         "graph_path": bench.config.graph.path,
         "run": run,
-        "binding": inputs.binding.digest,
+        "binding": inputs.binding.model_dump(mode="json"),
         "oracle": inputs.oracle.digest,
         "graph": inputs.graph.digest,
         "sanitized_sha": inputs.template.info.sanitized_sha,

@@ -34,6 +34,9 @@ def _progress(message: str) -> None:
 def _instance() -> Any:
     import dagster as dg
 
+    from bench_assets.defs.evolve import quiet_dagster_warnings
+
+    quiet_dagster_warnings()
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         default = Path("dagster_home").resolve()
@@ -708,6 +711,170 @@ def ledger_verify(path: Path | None, as_json: bool) -> None:
     else:
         click.echo(result.message(target))
     sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+@main.command()
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print generation, candidate, decision, paid_cells, reused_cells, aborted.",
+)
+def evolve(tasks_dir: Path, as_json: bool) -> None:
+    """Run one generation now, in-process, against the instance (no daemon needed).
+
+    Takes the next unevaluated candidate from the queue, pays only for the cells the planner
+    says must run (plus canaries), overlapping graph builds with agent sessions, then aggregates,
+    decides, reports and appends to the ledger. Exit 0 when done (whatever the decision), 1 when
+    the outage breaker tripped or the incumbent arm was unusable, 2 for invalid input.
+    """
+    from bench_assets.defs.evolve import NothingToEvaluate
+    from bench_assets.defs.evolve import evolve as run_generation
+    from bench_assets.defs.instance_ops import StepFailed
+
+    _instance()
+    start = time.monotonic()
+    try:
+        res = run_generation(
+            str(tasks_dir),
+            artifact_root=os.environ.get("WFBENCH_ARTIFACTS", ""),
+            progress=_progress,
+        )
+    except NothingToEvaluate as e:
+        if as_json:
+            click.echo(json.dumps({"generation": None, "decision": None, "reason": str(e)}))
+        else:
+            click.echo(f"nothing to evaluate: {e}")
+        return
+    except StepFailed as e:
+        _fail_step(e)
+    body = {
+        "generation": res.generation,
+        "candidate": res.candidate,
+        "decision": res.decision,
+        "paid_cells": res.paid_cells,
+        "reused_cells": res.reused_cells,
+        "aborted": res.aborted,
+        "unusable_incumbent": res.unusable or None,
+        "applied": res.applied,
+        "report": res.report,
+        "wall_s": round(time.monotonic() - start, 1),
+    }
+    if as_json:
+        click.echo(json.dumps(body, indent=2))
+    else:
+        click.echo(
+            f"generation {res.generation}: {res.decision} for candidate {res.candidate} "
+            f"({res.paid_cells} cells paid, {res.reused_cells} reused, {body['wall_s']} s)"
+        )
+        click.echo(f"report: {res.report}")
+        if res.aborted:
+            click.echo("ABORTED: the outage breaker tripped; the decision cannot promote")
+        if res.unusable:
+            click.echo(f"FAILED: {res.unusable}")
+    if res.aborted or res.unusable:
+        sys.exit(EXIT_FAILED)
+
+
+@main.command()
+@click.option(
+    "--tasks", "tasks_dir", default="tasks", show_default=True, type=click.Path(path_type=Path)
+)
+@click.option("--explain", "explain_all", is_flag=True, help="Print the reason for every cell.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print a list of {task, arm, run, action, reason} objects.",
+)
+def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
+    """Plan the next generation as `wfbench evolve` would: which cells run, which are reused, why.
+
+    Reasons: missing, excluded (previous error kind), expired, code identity changed (field
+    named), upstream changed (binding field, oracle, graph, skills or overlay named), candidate,
+    canary. Computes the current inputs without changing the Dagster instance.
+    """
+    import datetime as dt
+
+    from bench_assets.cells import build_cell_inputs
+    from bench_assets.defs.evolve import NothingToEvaluate, choose, plan_task, prior_cells
+    from bench_assets.planner import summary
+    from bench_assets.store import ArtifactStore, default_artifact_root
+
+    bench = load_benchmark(tasks_dir)
+    instance = _instance()
+    artifacts = ArtifactStore(default_artifact_root())
+    candidate: str | None
+    try:
+        generation, candidate = choose(bench, instance, artifacts)
+    except NothingToEvaluate as e:
+        from bench_assets.defs.evolve import history
+        from bench_assets.generation import next_generation
+
+        generation, candidate = next_generation(history(instance, artifacts)[0]), None
+        click.echo(f"note: {e}; planning comparator cells only", err=True)
+    now = dt.datetime.now(dt.UTC)
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    arms = [a for a in bench.config.arms if candidate or roles[a] == "comparator"]
+    cells_plan = []
+    for task in bench.task_ids():
+        inputs = build_cell_inputs(bench, task, artifacts, candidate=candidate)
+        keys = [(task, a, r) for a in arms for r in range(bench.config.runs)]
+        cells_plan += plan_task(
+            bench, task, inputs, prior_cells(instance, task, keys, roles), generation, now, arms
+        )
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "task": c.task,
+                        "arm": c.arm,
+                        "run": c.run,
+                        "action": c.action,
+                        "reason": c.reason,
+                        "kind": c.kind,
+                        "changed": c.changed,
+                    }
+                    for c in cells_plan
+                ],
+                indent=2,
+            )
+        )
+        return
+    counts = summary(cells_plan)
+    click.echo(
+        f"generation {generation} (candidate {candidate}): {counts['run']} cell(s) to run, "
+        f"{counts['reuse']} reused"
+    )
+    for c in cells_plan:
+        if explain_all or c.action == "run":
+            click.echo(f"  {c.action:<5} {c.task:<22} {c.cell:<24} {c.reason}")
+    if not explain_all:
+        click.echo("(use --explain for the reason of every reused cell too)")
+
+
+@main.command(name="apply")
+@click.option(
+    "--generation", default="", help="Apply this generation's decision (default: latest)."
+)
+def apply_cmd(generation: str) -> None:
+    """Replace the incumbent skill files with a promoted overlay, atomically.
+
+    Refuses, writing nothing, unless the decision is `promote` and every target file is exactly
+    as it was when the decision was made (compare-and-swap on the recorded digests); any failure
+    midway restores every file. The application is recorded in the ledger.
+    """
+    from bench_assets.defs.instance_ops import apply_latest
+
+    result: Any = apply_latest(_instance(), os.environ.get("WFBENCH_ARTIFACTS", ""), generation)
+    for f in result.files:
+        verb = "added" if f.old_sha256 is None else "replaced"
+        click.echo(f"{verb} {f.path} ({short(str(f.old_sha256))} -> {short(f.new_sha256)})")
+    click.echo(f"ledger entry #{result.ledger_seq}")
 
 
 if __name__ == "__main__":

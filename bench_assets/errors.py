@@ -9,12 +9,14 @@ the classes to exit codes (SPEC §11)::
     │   ├── UnknownTaskError          a task id that is not defined under tasks/
     │   ├── BindingError              a task's repository or ref cannot be bound to a commit
     │   │   └── BindingDriftError     a pinned binding no longer matches the task definition
-    │   └── OracleCaptureError        a declared oracle file is missing, unsafe or too large
+    │   ├── OracleCaptureError        a declared oracle file is missing, unsafe or too large
+    │   └── ApplyRefused              a promotion cannot be applied as decided; nothing written
     ├── IntegrityError                exit 1: a guarantee could not be established; nothing is kept
     │   ├── SanitizeError             the sanitized template failed a post-build check
     │   ├── GraphScrubError           the code graph contains a benchmark-owned marker
     │   ├── EvidenceError             cell evidence handed to aggregation is inconsistent
-    │   └── LedgerError               the decision ledger failed verification (edited, reordered)
+    │   ├── LedgerError               the decision ledger failed verification (edited, reordered)
+    │   └── ApplyFailed               applying a promotion failed midway (rolled back, or not)
     ├── ContainmentError              exit 2: the sandbox cannot be established (fail closed)
     └── CommandError                  exit 1: a harness-owned command (git, indexer) failed
 
@@ -90,6 +92,27 @@ class EvidenceError(IntegrityError):
 
 class LedgerError(IntegrityError):
     """The decision ledger failed verification; the message names the first bad entry."""
+
+
+class ApplyRefused(InputError):
+    """A promotion cannot be applied as decided; no file was touched and nothing was recorded.
+
+    The decision is not ``promote``, the overlay does not match the files the decision was made
+    on, a target changed since the decision, or a path is unsafe (escapes the skill tree, is or
+    passes through a symlink, is not a regular file).
+    """
+
+
+class ApplyFailed(IntegrityError):
+    """Applying a promotion failed after files started to change.
+
+    ``restored`` tells whether every file was put back byte for byte (the skill tree is as it was
+    and nothing was recorded) or whether the message lists what a person must repair by hand.
+    """
+
+    def __init__(self, message: str, *, restored: bool) -> None:
+        self.restored = restored
+        super().__init__(message)
 
 
 class ContainmentError(WfbenchError):

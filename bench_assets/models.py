@@ -429,6 +429,13 @@ class SanitizeConfig(_Strict):
     remove: list[RepoPath] = Field(default_factory=list)
 
 
+class ApplyConfig(_Strict):
+    """What happens to the incumbent skill files when a generation decides ``promote``."""
+
+    on_promote: bool = False
+    """Replace the incumbent skill files with the overlay automatically (compare-and-swap)."""
+
+
 class BenchConfig(_Strict):
     """The experiment: ``tasks/bench.yaml``."""
 
@@ -446,6 +453,7 @@ class BenchConfig(_Strict):
     proposer: ProposerConfig = Field(default_factory=ProposerConfig)
     graph: GraphConfig = Field(default_factory=GraphConfig)
     sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
+    apply: ApplyConfig = Field(default_factory=ApplyConfig)
 
     @field_validator("model")
     @classmethod

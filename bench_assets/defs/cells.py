@@ -90,7 +90,7 @@ def candidate_overlay(
     cid = config.candidate or sorted(b.candidates)[0]
     if cid not in b.candidates:
         raise InputError(f"unknown candidate {cid!r} (queued: {', '.join(sorted(b.candidates))})")
-    skills_md = upstream_metadata(context, incumbent_skills.key, None)
+    skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)
     snap, files = overlay_mod.snapshot(
         b.candidates[cid], b.skills_dir, str(skills_md["digest"]), bench.artifacts()
     )
@@ -128,16 +128,17 @@ def _partition(context: dg.AssetExecutionContext) -> tuple[str, str]:
     return dims["task"], dims["cell"]
 
 
-def _load_inputs(
-    context: dg.AssetExecutionContext, bench: BenchResource, task: str, candidate: bool
+def load_cell_inputs(
+    instance: dg.DagsterInstance, bench: BenchResource, task: str, candidate: bool
 ) -> CellInputs:
+    """A task's cell inputs from the latest materializations of the upstream assets."""
     artifacts = bench.artifacts()
     bound = binding_mod.load(
-        Path(str(upstream_metadata(context, task_bindings.key, task)["record_path"]))
+        Path(str(upstream_metadata(instance, task_bindings.key, task)["record_path"]))
     )
-    manifest = Path(str(upstream_metadata(context, oracle_snapshots.key, task)["record_path"]))
+    manifest = Path(str(upstream_metadata(instance, oracle_snapshots.key, task)["record_path"]))
     snapshot = oracle_mod.OracleSnapshot.model_validate(json.loads(manifest.read_text()))
-    graph_md = upstream_metadata(context, sanitized_graphs.key, task)
+    graph_md = upstream_metadata(instance, sanitized_graphs.key, task)
     template = load_template(artifacts, str(graph_md["sanitized_sha"]))
     graph = load_graph_info(artifacts, str(graph_md["graph_digest"]))
     if template is None or graph is None:
@@ -147,12 +148,12 @@ def _load_inputs(
             f"inputs of task {task} are out of step with task_bindings[{task}]; "
             "re-materialize oracle_snapshots and sanitized_graphs"
         )
-    skills_md = upstream_metadata(context, incumbent_skills.key, None)
+    skills_md = upstream_metadata(instance, incumbent_skills.key, None)
     skills_dir = Path(str(skills_md["record_path"]))
     skills = SkillsSnapshot.model_validate(json.loads((skills_dir / "manifest.json").read_text()))
     ov = ov_dir = None
     if candidate:
-        ov_md = upstream_metadata(context, candidate_overlay.key, None)
+        ov_md = upstream_metadata(instance, candidate_overlay.key, None)
         ov_root = Path(str(ov_md["record_path"]))
         ov = overlay_mod.OverlaySnapshot.model_validate(
             json.loads((ov_root / "overlay.json").read_text())
@@ -250,7 +251,7 @@ def _materialize_cell(
     b = bench.load()
     if arm not in b.config.arms:
         raise InputError(f"cell {cell}: arm {arm!r} is not in bench.yaml")
-    inputs = _load_inputs(context, bench, task, candidate)
+    inputs = load_cell_inputs(context.instance, bench, task, candidate)
     adapter = make_adapter(b, b.config.arms[arm])
     identity = identity_digest(cell_identity(b, task, arm, run, inputs, adapter))
     prev = _previous(context)

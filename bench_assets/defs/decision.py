@@ -13,6 +13,7 @@ from typing import Any
 import dagster as dg
 
 from bench_assets import aggregate as agg_mod
+from bench_assets import apply as apply_mod
 from bench_assets import gate as gate_mod
 from bench_assets import ledger as ledger_mod
 from bench_assets import report as report_mod
@@ -254,13 +255,19 @@ def promotion_decision(
     aggs = _load_aggregates(context.instance, task_ids)
     inp = gate_input(b, aggs, aborted=config.aborted, now=dt.datetime.now(dt.UTC))
     decision = gate_mod.decide(inp)
-    overlay_md = upstream_metadata(context, candidate_overlay.key, None)
-    skills_md = upstream_metadata(context, incumbent_skills.key, None)
+    overlay_md = upstream_metadata(context.instance, candidate_overlay.key, None)
+    skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)
     body = {
         "generation": config.generation or None,
         "candidate": overlay_md.get("candidate"),
         "overlay_digest": overlay_md.get("digest"),
         "incumbent_skills_digest": skills_md.get("digest"),
+        "overlay_files": str(Path(str(overlay_md["record_path"])) / "files"),
+        "skills_dir": str(b.skills_dir),
+        # What a later `wfbench apply` compares against: the incumbent files the overlay replaces.
+        "target_base_digests": apply_mod.plan_application(
+            b.skills_dir, Path(str(overlay_md["record_path"])) / "files"
+        ),
         "decision": decision.model_dump(mode="json"),
     }
     digest = sha256_json(body)
@@ -342,7 +349,7 @@ def benchmark_report(
     context: dg.AssetExecutionContext, bench: BenchResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Render the report of the latest decision."""
-    md = upstream_metadata(context, promotion_decision.key, None)
+    md = upstream_metadata(context.instance, promotion_decision.key, None)
     body = json.loads(Path(str(md["decision_path"])).read_text())
     task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     aggs = _load_aggregates(context.instance, task_ids)

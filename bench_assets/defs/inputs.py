@@ -32,11 +32,11 @@ GRAPH_CODE_VERSION = "graph-v1"
 
 
 def upstream_metadata(
-    context: dg.AssetExecutionContext, asset_key: dg.AssetKey, partition_key: str | None
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition_key: str | None
 ) -> dict[str, Any]:
     """Metadata of the latest materialization of one upstream partition (partition-aware)."""
     partitions = [partition_key] if partition_key is not None else None
-    records = context.instance.fetch_materializations(
+    records = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=partitions), limit=1
     ).records
     if not records:
@@ -144,7 +144,7 @@ def oracle_snapshots(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Capture one task's oracle."""
     task_id = context.partition_key
-    up = upstream_metadata(context, task_bindings.key, task_id)
+    up = upstream_metadata(context.instance, task_bindings.key, task_id)
     bound = binding_mod.load(Path(str(up["record_path"])))
     captured = core.capture_oracle(bench.load(), task_id, bound, bench.artifacts())
     s = captured.snapshot
@@ -184,9 +184,11 @@ def sanitized_graphs(
     b = bench.load()
     artifacts = bench.artifacts()
     bound = binding_mod.load(
-        Path(str(upstream_metadata(context, task_bindings.key, task_id)["record_path"]))
+        Path(str(upstream_metadata(context.instance, task_bindings.key, task_id)["record_path"]))
     )
-    manifest = Path(str(upstream_metadata(context, oracle_snapshots.key, task_id)["record_path"]))
+    manifest = Path(
+        str(upstream_metadata(context.instance, oracle_snapshots.key, task_id)["record_path"])
+    )
     snapshot = oracle_mod.OracleSnapshot.model_validate(json.loads(manifest.read_text()))
     if snapshot.digest != bound.oracle_digest:
         raise InputError(

@@ -138,7 +138,10 @@ class StepFailed(Exception):
 
     def __init__(self, step: str, cls_name: str, message: str) -> None:
         self.step, self.cls_name, self.message = step, cls_name, message
-        super().__init__(f"{step} failed: {message}")
+        super().__init__(step, cls_name, message)  # picklable across worker processes
+
+    def __str__(self) -> str:
+        return f"{self.step} failed: {self.message}"
 
 
 def _is_wfbench_error(cls_name: str) -> bool:
@@ -297,3 +300,33 @@ def decision_records(instance: dg.DagsterInstance, limit: int = 200) -> list[dic
         md["run_id"] = r.run_id
         out.append(md)
     return out
+
+
+def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: str) -> object:
+    """Apply the latest (or the given generation's) promoted overlay to the incumbent skills."""
+    import json
+    from pathlib import Path
+
+    from bench_assets import apply as apply_mod
+    from bench_assets.defs.decision import ledger_path
+    from bench_assets.errors import ApplyRefused
+    from bench_assets.store import ArtifactStore, default_artifact_root
+
+    records = decision_records(instance)
+    chosen = next(
+        (md for md in records if not generation or md.get("generation") == generation), None
+    )
+    if chosen is None:
+        raise ApplyRefused(f"no promotion decision{' for ' + generation if generation else ''}")
+    body = json.loads(Path(str(chosen["decision_path"])).read_text(encoding="utf-8"))
+    root = Path(artifacts_root).resolve() if artifacts_root else default_artifact_root()
+    return apply_mod.apply_overlay(
+        Path(body["skills_dir"]),
+        Path(body["overlay_files"]),
+        expected=body["target_base_digests"],
+        decision=body["decision"]["decision"],
+        ledger=ledger_path(ArtifactStore(root)),
+        decision_json=body,
+        generation=body.get("generation"),
+        candidate=str(body.get("candidate")),
+    )

@@ -1,0 +1,196 @@
+"""The generation planner: for every cell, ``run`` or ``reuse``, and exactly why (SPEC §10.1).
+
+Pure: it compares each cell's identity now (:func:`bench_assets.cells.cell_identity`) with the
+identity stored in its latest record, and names what changed:
+
+* ``missing`` — the cell was never recorded;
+* ``excluded`` — the previous record's error kind is excluded (session/infra/…); valid negatives
+  such as ``oracle-failed`` *are* reused;
+* ``expired`` — older than ``reuse.max_age_days``;
+* ``code`` — model, effort, arm config, agent identity (CLI version), sandbox backend, harness
+  version or resources changed (the field is named);
+* ``upstream`` — a binding field (e.g. ``binding.prompt_digest``), the oracle, graph, incumbent
+  skills or overlay changed (named);
+* ``candidate`` — candidate cells always run for a new overlay;
+* ``canary`` — ``reuse.canaries`` reusable cells per comparator arm are paid anyway, rotated
+  deterministically by generation number, to measure current health and a noise floor.
+"""
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from bench_assets.errorkinds import ErrorKind, is_reusable
+
+CODE_FIELDS = {
+    "harness_version": "harness version",
+    "arm": "arm config",
+    "agent": "agent",
+    "model": "model",
+    "effort": "effort",
+    "sandbox_backend": "sandbox backend",
+    "resources": "resources",
+    "skills_install_path": "skills install path",
+    "graph_path": "graph path",
+    "run": "run index",
+}
+UPSTREAM_FIELDS = {
+    "binding": "binding",
+    "oracle": "oracle digest",
+    "graph": "graph",
+    "sanitized_sha": "sanitized template",
+    "skills": "incumbent skills",
+    "overlay": "overlay",
+}
+
+
+class PriorCell(BaseModel):
+    """What the planner needs from a cell's latest record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    identity: dict[str, Any]
+    identity_digest: str
+    error_kind: ErrorKind | None
+    recorded_at: datetime
+    generation: str | None
+    run_id: str | None = None
+
+
+class PlannedCell(BaseModel):
+    """One cell of a generation and the planner's verdict."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: str
+    arm: str
+    run: int
+    cell: str
+    role: Literal["comparator", "candidate"]
+    action: Literal["run", "reuse"]
+    reason: str
+    kind: Literal[
+        "missing", "excluded", "expired", "code", "upstream", "candidate", "canary", "reusable"
+    ]
+    changed: list[str]
+    prior_generation: str | None
+    prior_run_id: str | None
+
+
+def identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths of every leaf that differs between two identities (sorted)."""
+    out: list[str] = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        path = f"{prefix}{key}"
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += identity_diff(a, b, path + ".")
+        elif a != b:
+            out.append(path)
+    return out
+
+
+def _describe(changed: list[str]) -> tuple[Literal["code", "upstream"], str]:
+    code = [c for c in changed if c.split(".")[0] in CODE_FIELDS]
+    upstream = [c for c in changed if c not in code]
+    if code:
+        return "code", "code identity changed: " + ", ".join(code)
+    return "upstream", "upstream changed: " + ", ".join(upstream)
+
+
+def generation_number(generation: str) -> int:
+    """The number in a generation id (``g0007`` → 7); 0 when there is none."""
+    digits = "".join(ch for ch in generation if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def choose_canaries(
+    tasks: list[str], comparator_arms: list[str], runs: int, generation: str, canaries: int
+) -> set[tuple[str, str, int]]:
+    """``canaries`` cells per comparator arm for this generation, rotated by its number.
+
+    Chosen over the whole generation (every task × run of the arm), so the choice does not
+    depend on the order in which tasks become ready; a chosen cell that must run anyway is
+    simply fresh already.
+    """
+    chosen: set[tuple[str, str, int]] = set()
+    n = generation_number(generation)
+    for arm in sorted(comparator_arms):
+        cells = [(t, arm, r) for t in sorted(tasks) for r in range(runs)]
+        if not cells:
+            continue
+        for j in range(min(canaries, len(cells))):
+            chosen.add(cells[(n * canaries + j) % len(cells)])
+    return chosen
+
+
+def plan_generation(
+    *,
+    current: Mapping[tuple[str, str, int], dict[str, Any]],
+    prior: Mapping[tuple[str, str, int], PriorCell | None],
+    roles: Mapping[str, Literal["comparator", "candidate"]],
+    canary_cells: set[tuple[str, str, int]],
+    max_age_days: int,
+    now: datetime,
+) -> list[PlannedCell]:
+    """Plan every cell (keys are (task, arm, run)); see the module docstring for the reasons."""
+    from bench_assets.cells import cell_key, identity_digest
+
+    planned: list[PlannedCell] = []
+    for key in sorted(current):
+        task, arm, run = key
+        ident = current[key]
+        before = prior.get(key)
+        role = roles[arm]
+        changed: list[str] = []
+        kind: Any
+        if role == "candidate":
+            kind, reason = "candidate", "candidate cell: always paid for a new overlay"
+            if before is not None and before.identity_digest == identity_digest(ident):
+                kind, reason = "reusable", "unchanged candidate cell (same overlay)"
+        elif before is None:
+            kind, reason = "missing", "no previous record"
+        elif not is_reusable(before.error_kind):
+            kind = "excluded"
+            reason = f"previous record is excluded ({before.error_kind})"
+        elif now - before.recorded_at > timedelta(days=max_age_days):
+            kind, reason = "expired", f"previous record is older than {max_age_days} days"
+        elif before.identity_digest != identity_digest(ident):
+            changed = identity_diff(before.identity, ident)
+            kind, reason = _describe(changed)
+        elif key in canary_cells:
+            kind = "canary"
+            reason = (
+                f"canary for arm {arm}: reusable from generation {before.generation or '-'}, "
+                "paid fresh to measure current health and the noise floor"
+            )
+        else:
+            kind = "reusable"
+            reason = f"unchanged since generation {before.generation or '-'}"
+        planned.append(
+            PlannedCell(
+                task=task,
+                arm=arm,
+                run=run,
+                cell=cell_key(arm, run),
+                role=role,
+                action="reuse" if kind == "reusable" else "run",
+                reason=reason,
+                kind=kind,
+                changed=changed,
+                prior_generation=before.generation if before else None,
+                prior_run_id=before.run_id if before else None,
+            )
+        )
+    return planned
+
+
+def summary(plan: list[PlannedCell]) -> dict[str, int]:
+    """Counts by action and kind."""
+    out: dict[str, int] = {"run": 0, "reuse": 0}
+    for c in plan:
+        out[c.action] += 1
+        out[c.kind] = out.get(c.kind, 0) + 1
+    return out

@@ -34,6 +34,7 @@ AGGREGATES_CODE_VERSION = "aggregates-v1"
 DECISION_CODE_VERSION = "decision-v1"
 REPORT_CODE_VERSION = "report-v1"
 CELL_ASSETS = ("comparator_cells", "candidate_cells")
+GENERATION_TAG = "wfbench/generation"
 
 
 class DecisionConfig(dg.Config):
@@ -66,9 +67,16 @@ def _metadata(record: Any) -> dict[str, Any]:
 
 
 def collect_task_inputs(
-    instance: dg.DagsterInstance, task: str, planned: list[tuple[str, str]]
+    instance: dg.DagsterInstance,
+    task: str,
+    planned: list[tuple[str, str]],
+    generation: str | None = None,
 ) -> list[agg_mod.AggregateInput]:
-    """The latest materialization of every planned (asset, cell) of one task, as inputs."""
+    """The latest materialization of every planned (asset, cell) of one task, as inputs.
+
+    Within a generation, a cell whose record comes from another generation is reused evidence
+    even when no run re-recorded it (the planner launches no run for a reused cell).
+    """
     out = []
     for asset, cell in planned:
         key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
@@ -77,7 +85,8 @@ def collect_task_inputs(
             continue
         md = _metadata(rec)
         record = load_record(Path(str(md["record_path"])))
-        reused = bool(md.get("reused"))
+        carried = bool(generation) and record.generation != generation
+        reused = bool(md.get("reused")) or carried
         out.append(
             agg_mod.AggregateInput(
                 record=record,
@@ -133,7 +142,8 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     """Aggregate one task's cells."""
     task = context.partition_key
     planned = planned_cells(bench.tasks_dir)
-    inputs = collect_task_inputs(context.instance, task, planned)
+    generation = context.run.tags.get(GENERATION_TAG) or None
+    inputs = collect_task_inputs(context.instance, task, planned, generation)
     agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
     body = agg.model_dump(mode="json")
     digest = sha256_json(body)

@@ -250,6 +250,7 @@ def evolve(
     *,
     artifact_root: str = "",
     progress: Callable[[str], None] = lambda m: None,
+    instance: dg.DagsterInstance | None = None,
 ) -> EvolveResult:
     """Run one generation end to end (see module docstring)."""
     from bench_assets.defs.cells import candidate_overlay, load_cell_inputs
@@ -258,7 +259,13 @@ def evolve(
 
     bench = load_benchmark(Path(tasks_dir))
     tasks_dir = str(bench.root)
-    instance = dg.DagsterInstance.get()
+    instance = instance or dg.DagsterInstance.get()
+    # One explicit artifact root for this process and every worker.
+    artifact_root = (
+        artifact_root
+        or os.environ.get("WFBENCH_ARTIFACTS", "")
+        or str(Path(instance.root_directory) / "artifacts")
+    )
     artifacts = _artifacts(artifact_root)
     generation, candidate = choose(bench, instance, artifacts)
     progress(f"generation {generation}: candidate {candidate}")
@@ -290,7 +297,8 @@ def evolve(
     )
     limits = bench.config.limits
     ctx = multiprocessing.get_context("spawn")
-    init = (os.environ["DAGSTER_HOME"], artifact_root)
+    home = instance.root_directory
+    init = (home, artifact_root)
     breaker = OutageBreaker(limits.outage_streak)
     submitted: list[tuple[PlannedCell, Future[dict[str, Any]]]] = []
     plan: list[PlannedCell] = []

@@ -250,6 +250,7 @@ def materialize_decision(
     from bench_assets.defs.resources import BenchResource
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+    gen_tags = {"wfbench/generation": generation} if generation else None
     for i, task in enumerate(task_ids, 1):
         result = dg.materialize(
             [aggregates],
@@ -257,6 +258,7 @@ def materialize_decision(
             partition_key=task,
             resources=resources,
             run_config=QUIET,
+            tags=gen_tags,
             raise_on_error=False,
         )
         try:
@@ -278,6 +280,7 @@ def materialize_decision(
                     "promotion_decision": {"config": {"generation": generation, "aborted": aborted}}
                 },
             },
+            tags=gen_tags,
             raise_on_error=False,
         )
     )

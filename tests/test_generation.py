@@ -1,0 +1,143 @@
+"""Generations end to end: the weekly trigger, the daemon-path job, evolve, breaker, cron."""
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from bench_assets.cli import main
+from bench_assets.cron import latest_tick, matches
+from bench_assets.defs import automation
+from bench_assets.defs.evolve import evolve
+from bench_assets.defs.resources import BenchResource
+from tests.conftest import write_yaml
+from tests.test_dagster_cells import replay_bench
+
+SAT_0300 = dt.datetime(2026, 11, 28, 3, 0, tzinfo=dt.UTC)  # a Saturday
+
+
+def test_cron_ticks() -> None:
+    assert SAT_0300.strftime("%A") == "Saturday"
+    assert matches("0 3 * * 6", SAT_0300)
+    assert not matches("0 3 * * 6", SAT_0300 - dt.timedelta(minutes=1))
+    assert latest_tick("0 3 * * 6", SAT_0300 + dt.timedelta(hours=5)) == SAT_0300
+    assert latest_tick("0 3 * * 6", SAT_0300 - dt.timedelta(minutes=1)) == SAT_0300 - dt.timedelta(
+        days=7
+    )
+    assert matches("0 9 1 * mon", dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC))  # dom OR dow
+
+
+def _sensor(instance, root: Path, cursor: str | None, when: dt.datetime, monkeypatch):
+    monkeypatch.setattr(automation, "now", lambda: when)
+    ctx = dg.build_sensor_context(
+        instance=instance, cursor=cursor, resources={"bench": BenchResource(tasks_dir=str(root))}
+    )
+    return automation.weekly_generation_sensor(ctx)
+
+
+def test_weekly_trigger_fires_at_saturday_0300_and_not_at_0259(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = replay_bench(tmp_path)
+    last_week = (SAT_0300 - dt.timedelta(days=7)).isoformat()
+    with dg.instance_for_test() as instance:
+        early = _sensor(instance, root, last_week, SAT_0300 - dt.timedelta(minutes=1), monkeypatch)
+        assert isinstance(early, dg.SkipReason), early
+        due = _sensor(instance, root, last_week, SAT_0300, monkeypatch)
+        assert isinstance(due, dg.SensorResult)
+        (req,) = due.run_requests or []
+        assert req.run_key == f"generation-{SAT_0300.isoformat()}"
+        assert due.cursor == SAT_0300.isoformat()
+        again = _sensor(instance, root, due.cursor, SAT_0300 + dt.timedelta(minutes=5), monkeypatch)
+        assert isinstance(again, dg.SkipReason), "one tick starts exactly one generation"
+        first = _sensor(instance, root, None, SAT_0300, monkeypatch)
+        assert isinstance(first, dg.SensorResult) and not first.run_requests
+        assert first.cursor == SAT_0300.isoformat()
+        data = yaml.safe_load((root / "bench.yaml").read_text())
+        data["schedule"] = {"cron": "0 3 * * 6", "enabled": False}
+        write_yaml(root / "bench.yaml", data)
+        off = _sensor(instance, root, last_week, SAT_0300, monkeypatch)
+        assert isinstance(off, dg.SkipReason) and "enabled" in (off.skip_message or "")
+
+
+def test_daemon_path_runs_a_whole_generation_then_pays_only_what_changed(tmp_path: Path) -> None:
+    root = replay_bench(tmp_path)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["runs"] = 2
+    data["reuse"] = {"canaries": 1}
+    write_yaml(root / "bench.yaml", data)
+    lines = [json.loads(x) for x in (root / "replays" / "w.jsonl").read_text().splitlines()]
+    for f in ("w.jsonl", "b.jsonl"):
+        rows = [json.loads(x) for x in (root / "replays" / f).read_text().splitlines()]
+        rows.append({**rows[0], "run": 1})
+        (root / "replays" / f).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert lines
+    second = root / "candidates" / "c2"
+    (second / "files" / "plan").mkdir(parents=True)
+    (second / "files" / "plan" / "SKILL.md").write_text("---\nname: plan\n---\nBudget.\n")
+    write_yaml(second / "candidate.yaml", {"id": "c2", "title": "plan budget"})
+    art = tmp_path / "art"
+    with dg.instance_for_test() as instance:
+        result = automation.weekly_generation.execute_in_process(
+            instance=instance,
+            resources={"bench": BenchResource(tasks_dir=str(root), artifact_root=str(art))},
+        )
+        assert result.success
+        g1 = result.output_for_node("run_generation")
+        assert (g1["generation"], g1["candidate"]) == ("g0001", "c1")
+        assert g1["paid_cells"] == 6 and g1["reused_cells"] == 0
+        runs = instance.get_runs(filters=dg.RunsFilter(tags={"wfbench/generation": "g0001"}))
+        assert len(runs) >= 6 + 3, "every stage ran as its own tagged run"
+        g2 = evolve(str(root), artifact_root=str(art), instance=instance)
+        # Only the candidate cells (2) and one canary per comparator arm (2) are paid.
+        assert (g2.generation, g2.candidate, g2.paid_cells, g2.reused_cells) == (
+            "g0002",
+            "c2",
+            4,
+            2,
+        )
+        paid = {(p.arm, p.kind) for p in g2.plan if p.action == "run"}
+        assert paid == {("cand", "candidate"), ("baseline", "canary"), ("workflow", "canary")}
+        launched = instance.get_runs(filters=dg.RunsFilter(tags={"wfbench/generation": "g0002"}))
+        cell_runs = [r for r in launched if "dagster/partition/cell" in r.tags]
+        assert len(cell_runs) == 4, "no run is launched for a cell that is only reused"
+        body = json.loads(
+            Path(
+                str(
+                    [
+                        md
+                        for md in [
+                            dict(
+                                instance.fetch_materializations(
+                                    dg.AssetKey("promotion_decision"), limit=1
+                                )
+                                .records[0]
+                                .asset_materialization.metadata
+                            )
+                        ]
+                    ][0]["decision_path"].value
+                )
+            ).read_text()
+        )
+        reused = [e for e in body["decision"]["evidence"] if e["reused"]]
+        assert reused and all(e["generation"] == "g0001" for e in reused)
+
+
+def test_outage_breaker_aborts_the_generation(tmp_path: Path, monkeypatch) -> None:
+    root = replay_bench(tmp_path)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["runs"] = 3
+    data["limits"] = {"outage_streak": 3, "agent_sessions": 1}
+    for arm in ("baseline", "workflow"):
+        data["arms"][arm]["agent"] = {"adapter": "command", "argv": ["sh", "-c", "exit 1"]}
+    write_yaml(root / "bench.yaml", data)
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(tmp_path / "art"))
+    result = CliRunner().invoke(main, ["evolve", "--tasks", str(root), "--json"])
+    assert result.exit_code == 1, result.output
+    body = json.loads(result.stdout)
+    assert body["aborted"] is True
+    assert body["decision"] == "insufficient_evidence"

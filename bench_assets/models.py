@@ -389,13 +389,29 @@ class LimitsConfig(_Strict):
 
 
 class ProposerConfig(_Strict):
-    """How candidate overlays are produced (SPEC §10.2)."""
+    """How candidate overlays are produced (SPEC §10.2).
 
-    kind: Literal["queue", "command"] = "queue"
+    ``queue`` takes the next unevaluated overlay from the queue folder. ``command`` and
+    ``claude-code`` run a proposer agent in the sandbox; it sees ``/workspace/skills`` (a copy of
+    the incumbent tree), ``/workspace/evidence.json`` (a bounded, redacted bundle from the previous
+    generation) and ``/workspace/PROPOSE.md`` (its instructions), and writes the overlay under
+    ``/workspace/overlay/``, which is validated before any cell is paid for.
+    """
+
+    kind: Literal["queue", "command", "claude-code"] = "queue"
     queue: str = "candidates"
-    """Folder of queued overlays, relative to ``tasks/``."""
+    """Folder of queued overlays, relative to ``tasks/``; proposals are added to it."""
     argv: list[str] | None = None
-    """For ``kind: command``: the proposer agent's argv template."""
+    """For ``kind: command``: the proposer's argv template (``{workdir}``, ``{prompt_file}``)."""
+    agent: ClaudeCodeAgent | None = None
+    """For ``kind: claude-code``: the agent's options (default: Read/Glob/Grep/Write/Edit tools)."""
+    network: bool = False
+    """Whether a ``command`` proposer may reach the network (a model API)."""
+    env: list[str] = Field(default_factory=list)
+    """Host environment variables passed to a ``command`` proposer (credentials)."""
+    max_files: int = Field(default=20, ge=1)
+    max_file_bytes: int = Field(default=64 * 1024, ge=1)
+    timeout_s: int = Field(default=1800, gt=0)
 
     @model_validator(mode="after")
     def _check_kind(self) -> "ProposerConfig":

@@ -33,6 +33,7 @@ from bench_assets.defs.instance_ops import (
     _latest_metadata,
     _run,
     decision_records,
+    latest_cells,
     materialize_decision,
     sync_instance,
 )
@@ -115,6 +116,31 @@ def choose(
             "evaluated; add a new overlay folder there"
         )
     return next_generation(gens), cand
+
+
+def propose_candidate(
+    bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
+) -> tuple[str, str, Benchmark]:
+    """Run the proposer agent for the next generation; returns (generation, candidate, bench)."""
+    import json as _json
+
+    from bench_assets.catalog import load_benchmark as _load
+    from bench_assets.proposer import evidence_bundle, propose
+    from bench_assets.redact import from_environment
+
+    gens, _ = history(instance, artifacts)
+    generation = next_generation(gens)
+    previous = decision_records(instance, limit=1)
+    body = None
+    if previous and Path(str(previous[0].get("decision_path", ""))).is_file():
+        body = _json.loads(Path(str(previous[0]["decision_path"])).read_text(encoding="utf-8"))
+    cells = [
+        {**md, "arm": str(md.get("cell", "")).rsplit(".r", 1)[0]}
+        for md in latest_cells(instance, bench.task_ids(), str(bench.root))
+    ]
+    redactor = from_environment(bench.config.proposer.env)
+    cid = propose(bench, artifacts, generation, evidence_bundle(body, cells, redactor), redactor)
+    return generation, cid, _load(bench.root)
 
 
 def prior_cells(
@@ -267,7 +293,11 @@ def evolve(
         or str(Path(instance.root_directory) / "artifacts")
     )
     artifacts = _artifacts(artifact_root)
-    generation, candidate = choose(bench, instance, artifacts)
+    if bench.config.proposer.kind == "queue":
+        generation, candidate = choose(bench, instance, artifacts)
+    else:
+        progress(f"proposer ({bench.config.proposer.kind}) is writing a candidate overlay ...")
+        generation, candidate, bench = propose_candidate(bench, instance, artifacts)
     progress(f"generation {generation}: candidate {candidate}")
     sync_instance(instance, bench)
     sandbox.preflight()

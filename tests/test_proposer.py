@@ -1,0 +1,117 @@
+"""Agent proposers: the overlay a sandboxed agent writes is validated before anything is paid."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from bench_assets.catalog import load_benchmark
+from bench_assets.cli import main
+from bench_assets.errors import InputError
+from bench_assets.proposer import evidence_bundle, propose
+from bench_assets.redact import Redactor
+from bench_assets.store import ArtifactStore
+from tests.conftest import write_yaml
+from tests.test_dagster_cells import replay_bench
+
+GOOD = (
+    "import json, os; os.makedirs('overlay/work', exist_ok=True); "
+    "open('overlay/work/SKILL.md', 'w').write('---\\nname: work\\n---\\nSmaller steps.\\n'); "
+    "ev = json.load(open('evidence.json')); "
+    "json.dump({'title': 'smaller steps', 'rationale': 'saw %d cells' % len(ev['worst_cells'])}, "
+    "open('overlay.json', 'w'))"
+)
+
+
+def proposer_bench(tmp_path: Path, code: str) -> Path:
+    root = replay_bench(tmp_path)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["proposer"] = {"kind": "command", "argv": ["python", "-c", code]}
+    write_yaml(root / "bench.yaml", data)
+    return root
+
+
+def run(tmp_path: Path, code: str) -> tuple[Path, str]:
+    root = proposer_bench(tmp_path, code)
+    bench = load_benchmark(root)
+    cid = propose(
+        bench,
+        ArtifactStore(tmp_path / "art"),
+        "g0003",
+        {"worst_cells": [{"task": "alpha"}], "reasons": []},
+        Redactor(),
+    )
+    return root, cid
+
+
+def test_a_proposal_becomes_a_queued_candidate(tmp_path: Path) -> None:
+    root, cid = run(tmp_path, GOOD)
+    assert cid == "g0003-proposal"
+    bench = load_benchmark(root)
+    cand = bench.candidates[cid]
+    assert cand.spec.origin == "proposer" and cand.spec.title == "smaller steps"
+    assert "saw 1 cells" in cand.spec.rationale
+    assert (cand.files_dir / "work" / "SKILL.md").read_text().endswith("Smaller steps.\n")
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("pass", "no overlay/ folder"),
+        ("import os; os.makedirs('overlay')", "empty"),
+        ("import os, shutil; shutil.copytree('skills', 'overlay')", "identical to the incumbent"),
+        ("import os; os.makedirs('overlay'); os.symlink('/etc/passwd', 'overlay/x')", "symlink"),
+        (
+            "import os; os.makedirs('overlay')\nfor i in range(30): open(f'overlay/f{i}', 'w')"
+            ".write(str(i))",
+            "30 files",
+        ),
+        ("import os; os.makedirs('overlay'); open('overlay/big', 'w').write('x' * 70000)", "bytes"),
+        ("import sys; sys.exit(3)", "proposer agent failed"),
+    ],
+)
+def test_bad_proposals_are_refused(tmp_path: Path, code: str, why: str) -> None:
+    with pytest.raises(InputError, match=why):
+        run(tmp_path, code)
+    assert not list((tmp_path / "tasks" / "candidates").glob("g0003-*"))
+
+
+def test_evidence_bundle_is_bounded_and_redacted() -> None:
+    secret = "sk-ant-api03-" + "x" * 30
+    cells = [
+        {"task": f"t{i}", "arm": "workflow", "resolved": i % 2 == 0, "cost_usd": i}
+        for i in range(40)
+    ]
+    body = {
+        "generation": "g0001",
+        "candidate": "c1",
+        "decision": {"decision": "promote", "reasons": [f"leak {secret}", "x" * 5000]},
+    }
+    bundle = evidence_bundle(body, cells, Redactor([secret]))
+    assert len(bundle["worst_cells"]) == 12
+    assert all(c["resolved"] is False for c in bundle["worst_cells"])
+    assert bundle["worst_cells"][0]["cost_usd"] == 39
+    assert secret not in json.dumps(bundle) and len(bundle["reasons"][1]) == 600
+
+
+def test_failed_proposal_stops_the_generation_before_any_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = proposer_bench(tmp_path, "pass")
+    art = tmp_path / "art"
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
+    result = CliRunner().invoke(main, ["evolve", "--tasks", str(root)])
+    assert result.exit_code == 2, result.output
+    assert "no overlay/ folder" in result.output
+    assert not (art / "cells").exists()
+
+
+def test_generation_with_an_agent_proposer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = proposer_bench(tmp_path, GOOD)
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(tmp_path / "art"))
+    result = CliRunner().invoke(main, ["evolve", "--tasks", str(root), "--json"])
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    assert body["candidate"] == "g0001-proposal" and body["paid_cells"] == 3

@@ -28,12 +28,11 @@ from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import cell_identity, make_adapter
 from bench_assets.defs.instance_ops import (
-    QUIET,
     StepFailed,
     _latest_metadata,
-    _run,
     decision_records,
     latest_cells,
+    materialize,
     materialize_decision,
     sync_instance,
 )
@@ -218,16 +217,12 @@ def inputs_job(tasks_dir: str, artifact_root: str, task: str, generation: str) -
     """Materialize one task's input assets (runs in a graph_build worker)."""
     from bench_assets.defs.inputs import oracle_snapshots, sanitized_graphs, task_bindings
 
-    _run(
-        dg.materialize(
-            [task_bindings, oracle_snapshots, sanitized_graphs],
-            instance=dg.DagsterInstance.get(),
-            partition_key=task,
-            resources=_resources(tasks_dir, artifact_root),
-            run_config=QUIET,
-            tags={GEN_TAG: generation},
-            raise_on_error=False,
-        )
+    materialize(
+        dg.DagsterInstance.get(),
+        [task_bindings, oracle_snapshots, sanitized_graphs],
+        _resources(tasks_dir, artifact_root),
+        partition_key=task,
+        tags={GEN_TAG: generation},
     )
     return task
 
@@ -250,19 +245,13 @@ def cell_job(
     name = asset.key.to_user_string()
     instance = dg.DagsterInstance.get()
     key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-    _run(
-        dg.materialize(
-            [asset],
-            instance=instance,
-            partition_key=key,
-            resources=_resources(tasks_dir, artifact_root),
-            run_config={
-                **QUIET,
-                "ops": {name: {"config": {"force": force, "generation": generation}}},
-            },
-            tags={GEN_TAG: generation},
-            raise_on_error=False,
-        )
+    materialize(
+        instance,
+        [asset],
+        _resources(tasks_dir, artifact_root),
+        partition_key=key,
+        op_config={name: {"force": force, "generation": generation}},
+        tags={GEN_TAG: generation},
     )
     return {"task": task, "cell": cell, "asset": name, **_latest_metadata(instance, name, key)}
 
@@ -302,28 +291,14 @@ def evolve(
     sync_instance(instance, bench)
     sandbox.preflight()
     resources = _resources(tasks_dir, artifact_root)
-    _run(
-        dg.materialize(
-            [incumbent_skills],
-            instance=instance,
-            resources=resources,
-            run_config=QUIET,
-            tags={GEN_TAG: generation},
-            raise_on_error=False,
-        )
-    )
-    _run(
-        dg.materialize(
-            [candidate_overlay],
-            instance=instance,
-            resources=resources,
-            run_config={
-                **QUIET,
-                "ops": {"candidate_overlay": {"config": {"candidate": candidate}}},
-            },
-            tags={GEN_TAG: generation},
-            raise_on_error=False,
-        )
+    gen_tags = {GEN_TAG: generation}
+    materialize(instance, [incumbent_skills], resources, tags=gen_tags)
+    materialize(
+        instance,
+        [candidate_overlay],
+        resources,
+        op_config={"candidate_overlay": {"candidate": candidate}},
+        tags=gen_tags,
     )
     limits = bench.config.limits
     ctx = multiprocessing.get_context("spawn")

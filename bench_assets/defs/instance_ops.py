@@ -5,6 +5,7 @@ imports it lazily so that ``wfbench validate`` never pays for importing Dagster.
 """
 
 from collections.abc import Callable
+from typing import Any
 
 import dagster as dg
 
@@ -38,6 +39,32 @@ def sync_instance(
 INPUT_ASSETS = ("task_bindings", "oracle_snapshots", "sanitized_graphs")
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 """Run config keeping Dagster's step-by-step DEBUG log off the terminal (the CLI shows progress)."""
+
+
+def materialize(
+    instance: dg.DagsterInstance,
+    assets: list[Any],
+    resources: dict[str, Any],
+    *,
+    partition_key: str | None = None,
+    op_config: dict[str, dict[str, Any]] | None = None,
+    tags: dict[str, str] | None = None,
+) -> None:
+    """One quiet in-process run of ``assets``; a failed step raises :class:`StepFailed`."""
+    run_config: dict[str, Any] = dict(QUIET)
+    if op_config:
+        run_config["ops"] = {name: {"config": cfg} for name, cfg in op_config.items()}
+    _run(
+        dg.materialize(
+            assets,
+            instance=instance,
+            partition_key=partition_key,
+            resources=resources,
+            run_config=run_config,
+            tags=tags,
+            raise_on_error=False,
+        )
+    )
 
 
 def _latest_metadata(
@@ -82,16 +109,8 @@ def materialize_inputs(
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     out: dict[str, dict[str, dict[str, object]]] = {}
     progress("incumbent_skills ...")
-    _run(
-        dg.materialize(
-            [incumbent_skills],
-            instance=instance,
-            resources=resources,
-            run_config=QUIET,
-            raise_on_error=False,
-        )
-    )
     before = _latest_metadata(instance, "incumbent_skills", None).get("data_version")
+    materialize(instance, [incumbent_skills], resources)
     out[""] = {"incumbent_skills": _latest_metadata(instance, "incumbent_skills", None)}
     out[""]["incumbent_skills"]["previous_data_version"] = before
     for i, task_id in enumerate(task_ids, 1):
@@ -99,15 +118,12 @@ def materialize_inputs(
         previous = {
             k: _latest_metadata(instance, k, task_id).get("data_version") for k in INPUT_ASSETS
         }
-        result = dg.materialize(
+        materialize(
+            instance,
             [task_bindings, oracle_snapshots, sanitized_graphs],
-            instance=instance,
+            resources,
             partition_key=task_id,
-            resources=resources,
-            run_config=QUIET,
-            raise_on_error=False,
         )
-        _run(result)
         out[task_id] = {k: _latest_metadata(instance, k, task_id) for k in INPUT_ASSETS}
         for k in INPUT_ASSETS:
             out[task_id][k]["previous_data_version"] = previous[k]
@@ -174,17 +190,11 @@ def materialize_cells(
     comparator_cells, candidate_cells = build_cell_assets(comparator_keys, candidate_keys)
     if candidate_keys:
         progress("candidate_overlay ...")
-        _run(
-            dg.materialize(
-                [candidate_overlay],
-                instance=instance,
-                resources=resources,
-                run_config={
-                    **QUIET,
-                    "ops": {"candidate_overlay": {"config": {"candidate": candidate}}},
-                },
-                raise_on_error=False,
-            )
+        materialize(
+            instance,
+            [candidate_overlay],
+            resources,
+            op_config={"candidate_overlay": {"candidate": candidate}},
         )
     plan = [(t, c, comparator_cells) for t in task_ids for c in comparator_keys]
     plan += [(t, c, candidate_cells) for t in task_ids for c in candidate_keys]
@@ -192,18 +202,12 @@ def materialize_cells(
     for i, (task, cell, asset) in enumerate(plan, 1):
         key = dg.MultiPartitionKey({"task": task, "cell": cell})
         name = asset.key.to_user_string()
-        _run(
-            dg.materialize(
-                [asset],
-                instance=instance,
-                partition_key=str(key),
-                resources=resources,
-                run_config={
-                    **QUIET,
-                    "ops": {name: {"config": {"force": force, "generation": generation}}},
-                },
-                raise_on_error=False,
-            )
+        materialize(
+            instance,
+            [asset],
+            resources,
+            partition_key=str(key),
+            op_config={name: {"force": force, "generation": generation}},
         )
         md = _latest_metadata(instance, name, str(key))
         verdict = "resolved" if md.get("resolved") else str(md.get("error_kind"))
@@ -252,37 +256,20 @@ def materialize_decision(
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     gen_tags = {"wfbench/generation": generation} if generation else None
     for i, task in enumerate(task_ids, 1):
-        result = dg.materialize(
-            [aggregates],
-            instance=instance,
-            partition_key=task,
-            resources=resources,
-            run_config=QUIET,
-            tags=gen_tags,
-            raise_on_error=False,
-        )
         try:
-            _run(result)
+            materialize(instance, [aggregates], resources, partition_key=task, tags=gen_tags)
             progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: complete")
         except StepFailed as e:
             if "aggregates_complete" not in e.message and "AssetCheck" not in e.cls_name:
                 raise
             progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: INCOMPLETE ({e.message})")
     progress("promotion_decision, benchmark_report ...")
-    _run(
-        dg.materialize(
-            [promotion_decision, benchmark_report],
-            instance=instance,
-            resources=resources,
-            run_config={
-                **QUIET,
-                "ops": {
-                    "promotion_decision": {"config": {"generation": generation, "aborted": aborted}}
-                },
-            },
-            tags=gen_tags,
-            raise_on_error=False,
-        )
+    materialize(
+        instance,
+        [promotion_decision, benchmark_report],
+        resources,
+        op_config={"promotion_decision": {"generation": generation, "aborted": aborted}},
+        tags=gen_tags,
     )
     return {
         "decision": _latest_metadata(instance, "promotion_decision", None),

@@ -48,6 +48,8 @@ check: bootstrap
 bench: bootstrap
 	$(PY) bench/inputs.py
 	$(PY) bench/cells.py
+	$(PY) bench/gate_calibration.py
+	$(PY) bench/generation.py
 
 schema: bootstrap
 	$(VENV)/bin/wfbench schema

@@ -300,7 +300,7 @@ def _print_cells(rows: list[dict[str, Any]]) -> None:
 
     header = (
         f"{'task':<22} {'arm':<20} {'run':>3} {'verify':>6} {'oracle':>6} {'resolved':>8} "
-        f"{'cost $':>8} {'tokens':>8} {'turns':>5}  {'error kind':<18} reused"
+        f"{'cost $':>8} {'tokens':>8} {'turns':>5}  {'error kind':<18} {'gen':<6} reused"
     )
     click.echo(header)
     click.echo("-" * len(header))
@@ -309,7 +309,8 @@ def _print_cells(rows: list[dict[str, Any]]) -> None:
             f"{r['task']:<22} {r['arm']:<20} {r['run']:>3} {yn(r['verify']):>6} "
             f"{yn(r['oracle']):>6} {yn(r['resolved']):>8} {num(r['cost_usd'], '.4f'):>8} "
             f"{num(r['tokens'], 'd'):>8} {num(r['turns'], 'd'):>5}  "
-            f"{r['error_kind'] or '-':<18} {'yes' if r['reused'] else 'no'}"
+            f"{r['error_kind'] or '-':<18} {r.get('generation') or '-':<6} "
+            f"{'yes' if r['reused'] else 'no'}"
         )
     resolved = sum(1 for r in rows if r["resolved"])
     reused = sum(1 for r in rows if r["reused"])

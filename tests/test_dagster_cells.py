@@ -75,21 +75,28 @@ def instance():
         yield inst
 
 
-def run_all(instance, root: Path, art: Path, *, force: bool = False) -> list[dict[str, Any]]:
-    sync_instance(instance, load_benchmark(root))
-    materialize_inputs(
-        instance, ["alpha"], tasks_dir=str(root), artifact_root=str(art), progress=lambda m: None
-    )
+def cells(
+    instance, root: Path, art: Path, *, force: bool = False, generation: str = "g0001"
+) -> list[dict[str, Any]]:
+    """Materialize every cell of the fixture task; one metadata dict per cell."""
     return materialize_cells(
         instance,
         ["alpha"],
         tasks_dir=str(root),
         artifact_root=str(art),
         force=force,
-        generation="g0001",
+        generation=generation,
         candidate="",
         progress=lambda m: None,
     )
+
+
+def run_all(instance, root: Path, art: Path, *, force: bool = False) -> list[dict[str, Any]]:
+    sync_instance(instance, load_benchmark(root))
+    materialize_inputs(
+        instance, ["alpha"], tasks_dir=str(root), artifact_root=str(art), progress=lambda m: None
+    )
+    return cells(instance, root, art, force=force)
 
 
 def count_processes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
@@ -129,19 +136,7 @@ def test_unchanged_cells_are_reused_without_any_process(
         instance, ["alpha"], tasks_dir=str(root), artifact_root=str(art), progress=lambda m: None
     )
     calls = count_processes(monkeypatch)
-    second = {
-        r["cell"]: r
-        for r in materialize_cells(
-            instance,
-            ["alpha"],
-            tasks_dir=str(root),
-            artifact_root=str(art),
-            force=False,
-            generation="g0002",
-            candidate="",
-            progress=lambda m: None,
-        )
-    }
+    second = {r["cell"]: r for r in cells(instance, root, art, generation="g0002")}
     assert calls == [], f"a reused cell started processes: {calls[:3]}"
     for cell, rec in second.items():
         assert rec["reused"] is True, cell
@@ -149,19 +144,7 @@ def test_unchanged_cells_are_reused_without_any_process(
         assert rec["reused_from_generation"] == "g0001"
         assert rec["record_path"] == first[cell]["record_path"]
 
-    forced = {
-        r["cell"]: r
-        for r in materialize_cells(
-            instance,
-            ["alpha"],
-            tasks_dir=str(root),
-            artifact_root=str(art),
-            force=True,
-            generation="g0003",
-            candidate="",
-            progress=lambda m: None,
-        )
-    }
+    forced = {r["cell"]: r for r in cells(instance, root, art, force=True, generation="g0003")}
     assert calls, "force: true must pay for fresh sessions"
     for cell, rec in forced.items():
         assert rec["reused"] is False and rec["data_version"] != first[cell]["data_version"]
@@ -191,19 +174,7 @@ def test_a_new_overlay_makes_only_candidate_cells_stale(tmp_path: Path, instance
         status, causes = stale_status(instance, defs, dg.AssetKey("comparator_cells"), str(comp))
         assert status == "FRESH", causes
         # The identity changed too, so the next materialization pays for the candidate only.
-        again = {
-            r["cell"]: r
-            for r in materialize_cells(
-                instance,
-                ["alpha"],
-                tasks_dir=str(root),
-                artifact_root=str(art),
-                force=False,
-                generation="g0002",
-                candidate="",
-                progress=lambda m: None,
-            )
-        }
+        again = {r["cell"]: r for r in cells(instance, root, art, generation="g0002")}
         assert again["cand.r0"]["reused"] is False and again["cand.r0"]["ran_because"] == (
             "identity changed"
         )

@@ -15,7 +15,7 @@ from bench_assets.cli import main
 from bench_assets.defs.instance_ops import materialize_decision
 from bench_assets.errorkinds import ErrorKind
 from tests.conftest import DEMO_TASKS
-from tests.test_dagster_cells import replay_bench, run_all
+from tests.test_dagster_cells import cells, replay_bench, run_all
 
 
 def test_the_demo_design_promotes_under_the_default_policy() -> None:
@@ -148,18 +148,7 @@ def test_explain_names_policy_tasks_and_evidence(
         progress=lambda m: None,
     )
     # A second generation reuses every cell; its decision names where the evidence came from.
-    from bench_assets.defs.instance_ops import materialize_cells
-
-    materialize_cells(
-        instance,
-        ["alpha"],
-        tasks_dir=str(root),
-        artifact_root=str(art),
-        force=False,
-        generation="g0002",
-        candidate="",
-        progress=lambda m: None,
-    )
+    cells(instance, root, art, generation="g0002")
     materialize_decision(
         instance,
         ["alpha"],

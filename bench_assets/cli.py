@@ -672,9 +672,9 @@ def explain(generation: str, as_json: bool) -> None:
 @click.option("--open", "open_it", is_flag=True, help="Open the HTML report in a browser.")
 def report(open_it: bool) -> None:
     """Print the paths of the latest benchmark report (Markdown and self-contained HTML)."""
-    from bench_assets.defs.instance_ops import _latest_metadata
+    from bench_assets.defs.lookup import latest_metadata
 
-    md = _latest_metadata(_instance(), "benchmark_report", None)
+    md = latest_metadata(_instance(), "benchmark_report", None)
     if not md:
         _fail("no report yet; run `wfbench decide`", EXIT_INVALID)
     click.echo(f"html: {md['html_path']}")

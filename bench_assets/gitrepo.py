@@ -147,24 +147,6 @@ def blob_id(repo: Path, data: bytes) -> str:
     return git_out(["hash-object", "--no-filters", "--stdin"], cwd=repo, stdin=data)
 
 
-def git_in_sandbox(
-    args: Sequence[str],
-    workdir: Path,
-    *,
-    writable: bool = True,
-    timeout_s: float = 300,
-    check: bool = True,
-) -> ExecResult:
-    """Run git on an agent-touched worktree inside the sandbox (mounted at ``/workspace``).
-
-    A worktree an agent has written to is untrusted: its ``.gitattributes`` can name filter
-    commands, so git runs contained, with the network off, like any other untrusted command.
-    """
-    return git_script_in_sandbox(
-        [list(args)], workdir, writable=writable, timeout_s=timeout_s, check=check
-    )
-
-
 def _config_env() -> dict[str, str]:
     """The neutral configuration as GIT_CONFIG_* variables (same precedence as ``-c``)."""
     env = {"GIT_CONFIG_COUNT": str(len(_SAFE_CONFIG))}

@@ -33,8 +33,8 @@ from bench_assets.defs.inputs import (
     oracle_snapshots,
     sanitized_graphs,
     task_bindings,
-    upstream_metadata,
 )
+from bench_assets.defs.lookup import latest_record, record_metadata, upstream_metadata
 from bench_assets.defs.partitions import task_partitions
 from bench_assets.defs.resources import BenchResource
 from bench_assets.errorkinds import ErrorKind, is_reusable
@@ -211,16 +211,8 @@ def cell_metadata(record: CellRecord, path: Path) -> dict[str, Any]:
 
 
 def _previous(context: dg.AssetExecutionContext) -> tuple[Any, dict[str, Any]] | None:
-    records = context.instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=context.asset_key, asset_partitions=[str(context.partition_key)]
-        ),
-        limit=1,
-    ).records
-    if not records or records[0].asset_materialization is None:
-        return None
-    mat = records[0].asset_materialization
-    return records[0], {k: v.value for k, v in mat.metadata.items()} | dict(mat.tags or {})
+    record = latest_record(context.instance, context.asset_key, str(context.partition_key))
+    return (record, record_metadata(record)) if record is not None else None
 
 
 def reuse_refusal(

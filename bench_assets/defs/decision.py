@@ -19,7 +19,8 @@ from bench_assets import ledger as ledger_mod
 from bench_assets import report as report_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
-from bench_assets.defs.inputs import incumbent_skills, upstream_metadata
+from bench_assets.defs.inputs import incumbent_skills
+from bench_assets.defs.lookup import latest_record, record_metadata, upstream_metadata
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
 from bench_assets.defs.resources import BenchResource
 from bench_assets.errors import InputError, IntegrityError
@@ -51,21 +52,6 @@ def ledger_path(artifacts: ArtifactStore) -> Path:
     return artifacts.root / "ledger" / "decisions.jsonl"
 
 
-def _latest(instance: dg.DagsterInstance, asset: str, partition: str | None) -> Any:
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey(asset), asset_partitions=[partition] if partition else None
-        ),
-        limit=1,
-    ).records
-    return records[0] if records and records[0].asset_materialization is not None else None
-
-
-def _metadata(record: Any) -> dict[str, Any]:
-    mat = record.asset_materialization
-    return {k: v.value for k, v in mat.metadata.items()} | dict(mat.tags or {})
-
-
 def collect_task_inputs(
     instance: dg.DagsterInstance,
     task: str,
@@ -80,10 +66,10 @@ def collect_task_inputs(
     out = []
     for asset, cell in planned:
         key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-        rec = _latest(instance, asset, key)
+        rec = latest_record(instance, asset, key)
         if rec is None:
             continue
-        md = _metadata(rec)
+        md = record_metadata(rec)
         record = load_record(Path(str(md["record_path"])))
         carried = bool(generation) and record.generation != generation
         reused = bool(md.get("reused")) or carried
@@ -173,12 +159,12 @@ def _load_aggregates(
 ) -> list[agg_mod.TaskAggregate]:
     out = []
     for task in task_ids:
-        rec = _latest(instance, "aggregates", task)
+        rec = latest_record(instance, "aggregates", task)
         if rec is None:
             raise InputError(
                 f"aggregates[{task}] has never been materialized; materialize it first"
             )
-        md = _metadata(rec)
+        md = record_metadata(rec)
         out.append(
             agg_mod.TaskAggregate.model_validate_json(Path(str(md["record_path"])).read_text())
         )

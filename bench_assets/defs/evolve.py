@@ -26,16 +26,16 @@ import dagster as dg
 from bench_assets import ledger as ledger_mod
 from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cells import cell_identity, make_adapter
+from bench_assets.cells import cell_identity, make_adapter, remove_stale_work
 from bench_assets.defs.instance_ops import (
     StepFailed,
-    _latest_metadata,
     decision_records,
     latest_cells,
     materialize,
     materialize_decision,
     sync_instance,
 )
+from bench_assets.defs.lookup import latest_metadata
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.generation import OutageBreaker, next_candidate, next_generation
 from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
@@ -153,7 +153,7 @@ def prior_cells(
     for t, arm, run in keys:
         asset = "candidate_cells" if roles[arm] == "candidate" else "comparator_cells"
         pk = str(dg.MultiPartitionKey({"task": t, "cell": f"{arm}.r{run}"}))
-        md = _latest_metadata(instance, asset, pk)
+        md = latest_metadata(instance, asset, pk)
         if not md or not Path(str(md.get("record_path", ""))).is_file():
             out[(t, arm, run)] = None
             continue
@@ -253,7 +253,7 @@ def cell_job(
         op_config={name: {"force": force, "generation": generation}},
         tags={GEN_TAG: generation},
     )
-    return {"task": task, "cell": cell, "asset": name, **_latest_metadata(instance, name, key)}
+    return {"task": task, "cell": cell, "asset": name, **latest_metadata(instance, name, key)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,6 +290,9 @@ def evolve(
     progress(f"generation {generation}: candidate {candidate}")
     sync_instance(instance, bench)
     sandbox.preflight()
+    stale = remove_stale_work(artifacts)
+    if stale:
+        progress(f"removed {stale} worktree(s) left by killed cells")
     resources = _resources(tasks_dir, artifact_root)
     gen_tags = {GEN_TAG: generation}
     materialize(instance, [incumbent_skills], resources, tags=gen_tags)
@@ -403,8 +406,8 @@ def evolve(
             raise
         unusable = e.message
         out = {
-            "decision": _latest_metadata(instance, "promotion_decision", None),
-            "report": _latest_metadata(instance, "benchmark_report", None),
+            "decision": latest_metadata(instance, "promotion_decision", None),
+            "report": latest_metadata(instance, "benchmark_report", None),
         }
     decision = str(out["decision"].get("decision"))
     applied = False

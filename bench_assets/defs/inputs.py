@@ -8,7 +8,6 @@ partition's latest materialization (``record_path`` metadata), never by recomput
 
 import json
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 
@@ -16,6 +15,7 @@ from bench_assets import binding as binding_mod
 from bench_assets import inputs as core
 from bench_assets import oracle as oracle_mod
 from bench_assets import skills as skills_mod
+from bench_assets.defs.lookup import upstream_metadata
 from bench_assets.defs.partitions import task_partitions
 from bench_assets.defs.resources import BenchResource
 from bench_assets.errors import InputError
@@ -29,24 +29,6 @@ SKILLS_CODE_VERSION = "skills-v1"
 BINDING_CODE_VERSION = "binding-v1"
 ORACLE_CODE_VERSION = "oracle-v1"
 GRAPH_CODE_VERSION = "graph-v1"
-
-
-def upstream_metadata(
-    instance: dg.DagsterInstance, asset_key: dg.AssetKey, partition_key: str | None
-) -> dict[str, Any]:
-    """Metadata of the latest materialization of one upstream partition (partition-aware)."""
-    partitions = [partition_key] if partition_key is not None else None
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=partitions), limit=1
-    ).records
-    if not records:
-        where = f"[{partition_key}]" if partition_key is not None else ""
-        raise InputError(
-            f"{asset_key.to_user_string()}{where} has never been materialized; materialize it first"
-        )
-    mat = records[0].asset_materialization
-    assert mat is not None
-    return {k: v.value for k, v in mat.metadata.items()}
 
 
 def _md_table(rows: list[tuple[str, str]]) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from bench_assets.catalog import Benchmark
+from bench_assets.defs.lookup import latest_metadata
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.sync import SyncPlan, plan_sync
 
@@ -67,24 +68,6 @@ def materialize(
     )
 
 
-def _latest_metadata(
-    instance: dg.DagsterInstance, key: str, partition: str | None
-) -> dict[str, object]:
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(
-            asset_key=dg.AssetKey(key), asset_partitions=[partition] if partition else None
-        ),
-        limit=1,
-    ).records
-    if not records or records[0].asset_materialization is None:
-        return {}
-    md = records[0].asset_materialization.metadata
-    out: dict[str, object] = {k: v.value for k, v in md.items()}
-    tags = records[0].asset_materialization.tags or {}
-    out["data_version"] = tags.get("dagster/data_version")
-    return out
-
-
 def materialize_inputs(
     instance: dg.DagsterInstance,
     task_ids: list[str],
@@ -109,14 +92,14 @@ def materialize_inputs(
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     out: dict[str, dict[str, dict[str, object]]] = {}
     progress("incumbent_skills ...")
-    before = _latest_metadata(instance, "incumbent_skills", None).get("data_version")
+    before = latest_metadata(instance, "incumbent_skills", None).get("data_version")
     materialize(instance, [incumbent_skills], resources)
-    out[""] = {"incumbent_skills": _latest_metadata(instance, "incumbent_skills", None)}
+    out[""] = {"incumbent_skills": latest_metadata(instance, "incumbent_skills", None)}
     out[""]["incumbent_skills"]["previous_data_version"] = before
     for i, task_id in enumerate(task_ids, 1):
         progress(f"[{i}/{len(task_ids)}] {task_id}: binding, oracle snapshot, sanitized graph ...")
         previous = {
-            k: _latest_metadata(instance, k, task_id).get("data_version") for k in INPUT_ASSETS
+            k: latest_metadata(instance, k, task_id).get("data_version") for k in INPUT_ASSETS
         }
         materialize(
             instance,
@@ -124,7 +107,7 @@ def materialize_inputs(
             resources,
             partition_key=task_id,
         )
-        out[task_id] = {k: _latest_metadata(instance, k, task_id) for k in INPUT_ASSETS}
+        out[task_id] = {k: latest_metadata(instance, k, task_id) for k in INPUT_ASSETS}
         for k in INPUT_ASSETS:
             out[task_id][k]["previous_data_version"] = previous[k]
     return out
@@ -209,7 +192,7 @@ def materialize_cells(
             partition_key=str(key),
             op_config={name: {"force": force, "generation": generation}},
         )
-        md = _latest_metadata(instance, name, str(key))
+        md = latest_metadata(instance, name, str(key))
         verdict = "resolved" if md.get("resolved") else str(md.get("error_kind"))
         tag = " (reused)" if md.get("reused") else ""
         progress(f"[{i}/{len(plan)}] {task} {cell}: {verdict}{tag}")
@@ -229,7 +212,7 @@ def latest_cells(
         for task in task_ids:
             for cell in keys:
                 key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-                md = _latest_metadata(instance, name, key)
+                md = latest_metadata(instance, name, key)
                 if md:
                     out.append({"task": task, "cell": cell, "asset": name, **md})
     return out
@@ -272,8 +255,8 @@ def materialize_decision(
         tags=gen_tags,
     )
     return {
-        "decision": _latest_metadata(instance, "promotion_decision", None),
-        "report": _latest_metadata(instance, "benchmark_report", None),
+        "decision": latest_metadata(instance, "promotion_decision", None),
+        "report": latest_metadata(instance, "benchmark_report", None),
     }
 
 

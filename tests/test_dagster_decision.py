@@ -72,6 +72,19 @@ def test_the_demo_design_promotes_under_the_default_policy() -> None:
     assert aborted.decision == "insufficient_evidence"
 
 
+def decide(instance, root: Path, art: Path, generation: str) -> dict:
+    """Aggregate, decide and report on the fixture task."""
+    return materialize_decision(
+        instance,
+        ["alpha"],
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        generation=generation,
+        aborted=False,
+        progress=lambda m: None,
+    )
+
+
 @pytest.fixture
 def instance():
     with dg.instance_for_test() as inst:
@@ -92,15 +105,7 @@ def test_decision_is_recorded_with_lineage_report_and_ledger(
 ) -> None:
     root, art = replay_bench(tmp_path), tmp_path / "art"
     run_all(instance, root, art)
-    out = materialize_decision(
-        instance,
-        ["alpha"],
-        tasks_dir=str(root),
-        artifact_root=str(art),
-        generation="g0001",
-        aborted=False,
-        progress=lambda m: None,
-    )
+    out = decide(instance, root, art, "g0001")
     d = out["decision"]
     # One run per arm cannot meet min_runs 3: insufficient, never keep/promote.
     assert d["decision"] == "insufficient_evidence"
@@ -138,26 +143,10 @@ def test_explain_names_policy_tasks_and_evidence(
 ) -> None:
     root, art = replay_bench(tmp_path), tmp_path / "art"
     run_all(instance, root, art)
-    materialize_decision(
-        instance,
-        ["alpha"],
-        tasks_dir=str(root),
-        artifact_root=str(art),
-        generation="g0001",
-        aborted=False,
-        progress=lambda m: None,
-    )
+    decide(instance, root, art, "g0001")
     # A second generation reuses every cell; its decision names where the evidence came from.
     cells(instance, root, art, generation="g0002")
-    materialize_decision(
-        instance,
-        ["alpha"],
-        tasks_dir=str(root),
-        artifact_root=str(art),
-        generation="g0002",
-        aborted=False,
-        progress=lambda m: None,
-    )
+    decide(instance, root, art, "g0002")
     monkeypatch.setenv("DAGSTER_HOME", instance.root_directory)
     res = CliRunner().invoke(main, ["explain", "--generation", "g0002"])
     first = CliRunner().invoke(main, ["explain", "--generation", "g0001", "--json"])

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from bench_assets.discovery import discover_tests
 from bench_assets.errors import UnknownTaskError, ValidationFailed
 from bench_assets.models import (
     RESERVED_DIRS,
@@ -220,6 +221,7 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
             f"oracle files total {total} bytes; the limit is {limits.oracle_total_bytes} "
             "(limits.oracle_total_bytes)",
         )
+    _check_expected_tests(c, task)
     repo = task.repo_dir
     if spec.is_inline:
         if not repo.is_dir() or repo.is_symlink():
@@ -241,6 +243,30 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
         c.add(task.file, "repo", f"repository path {spec.repo!r} does not exist ({repo})")
     elif not (repo / ".git").exists() and not (repo / "HEAD").is_file():
         c.add(task.file, "repo", f"repository path {spec.repo!r} is not a git repository")
+
+
+def _check_expected_tests(c: _Collector, task: Task) -> None:
+    """Trusted oracle without declared tests: the oracle files must parse and define a test."""
+    oracle = task.spec.oracle
+    if not oracle.trusted or oracle.fail_to_pass or oracle.pass_to_pass:
+        return
+    found = 0
+    for i, name in enumerate(oracle.files):
+        path = task.oracle_dir / name
+        if _oracle_file_problem(task.oracle_dir, name)[0] is not None:
+            return  # already reported
+        try:
+            found += len(discover_tests(name, path.read_bytes()))
+        except SyntaxError as e:
+            c.add(task.file, f"oracle.files.{i}", f"oracle file {name!r} does not parse: {e}")
+            return
+    if not found:
+        c.add(
+            task.file,
+            "oracle",
+            "no test found in the oracle files (pytest naming: test_*.py files, test* functions, "
+            "Test* classes); declare oracle.fail_to_pass / pass_to_pass",
+        )
 
 
 def discover_task_dirs(root: Path) -> list[Path]:

@@ -7,7 +7,8 @@ Aggregation, reuse and the outage breaker all read these classes from here:
   ``review-evidence-invalid``, ``cancelled``);
 * **systemic** — counts toward the outage breaker's streak (``session-error``, ``infra-error``,
   ``cleanup-failure``, ``review-evidence-invalid``);
-* everything else is a **valid negative**: the arm ran and did not resolve the task.
+* everything else is a **valid negative**: the arm ran and did not resolve the task — including
+  ``patch-failed``, a recorded patch that does not apply (SWE-bench counts it the same way).
 
 For measurement health (SPEC §8) a fresh attempt is *admissible* only if it is neither excluded
 nor ``skill-not-invoked``: the session ran, but not the arm the benchmark meant to measure.
@@ -29,6 +30,7 @@ class ErrorKind(enum.StrEnum):
     ORACLE_FAILED = "oracle-failed"
     ORACLE_UNAVAILABLE = "oracle-unavailable"
     NO_WORK_PRODUCED = "no-work-produced"
+    PATCH_FAILED = "patch-failed"
     REVIEW_EVIDENCE_INVALID = "review-evidence-invalid"
 
 

@@ -33,6 +33,7 @@ from bench_assets.runner import (
     judge_verify,
     new_layout,
     run_phase,
+    strip_ready,
 )
 from bench_assets.sandbox import Mount
 from bench_assets.worktree import CellWorktree, restore_protected
@@ -102,7 +103,7 @@ def run_verify(
     grade.verify_passed = grade.verify_run.passed
     grade.verify_s = res.duration_s
     suffix = f"\n[timed out after {timeout_s:g} s]" if res.timed_out else ""
-    grade.verify_tail = res.tail(tail) + suffix
+    grade.verify_tail = strip_ready(res.tail(tail)) + suffix
 
 
 def run_oracle(

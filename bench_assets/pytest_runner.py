@@ -22,14 +22,18 @@ What it does, in order, before any file of the worktree can run:
 5. runs ``pytest.main`` with the harness's options: the given paths, ``--rootdir``, the ini file
    the harness chose (``-c``), ``--confcutdir``, importlib import mode, no cache, no colour.
 
-The report is JSON lines, each carrying the nonce: ``ready`` (written before pytest starts, so
-its absence means the runner itself failed), one ``test`` line per test (its
+Before pytest starts, the runner writes ``READY`` and a digest of the nonce as the first bytes of
+its stdout: a pipe the code under test cannot take back, so the harness can tell "the runner
+itself failed" (a harness failure) from anything the worktree did afterwards.
+
+The report is JSON lines, each carrying the nonce: one ``test`` line per test (its
 outcome from the setup, call and teardown reports), ``collect-error`` and ``deselected`` lines,
 and an ``end`` line with pytest's exit status and any pytest internals or plugins that were
 replaced or registered by code under test (``tampered``). No ``end`` line means the process
 stopped early.
 """
 
+import hashlib
 import json
 import os
 import sys
@@ -37,6 +41,7 @@ import sys
 _write = os.write
 _dumps = json.dumps
 
+READY = "pytest_runner ready "
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
 
 _WATCHED = (
@@ -148,10 +153,6 @@ class Reporter:
             return nodeid[len(self._prefix) :]
         return nodeid
 
-    def ready(self) -> None:
-        """Tell the harness the runner started; no worktree file has run yet."""
-        self._emit(kind="ready")
-
     def pytest_collectstart(self) -> None:
         self._armed = True
 
@@ -217,8 +218,8 @@ def main() -> int:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(str(spec["report"]), flags, 0o600)
     reporter = Reporter(fd, str(spec["nonce"]), str(spec.get("id_prefix", "")))
-    del spec["nonce"]
-    reporter.ready()
+    digest = hashlib.sha256(str(spec.pop("nonce")).encode()).hexdigest()[:32]
+    _write(1, f"{READY}{digest}\n".encode("ascii"))
     args = [
         *[str(a) for a in spec["args"]],
         "--rootdir",

@@ -35,8 +35,10 @@ sandbox and is graded by its exit status alone; ``{oracle_dir}`` in an oracle co
 stage folder.
 """
 
+import hashlib
 import json
 import os
+import re
 import secrets
 import stat
 import sys
@@ -62,6 +64,8 @@ from bench_assets.sandbox import (
 )
 
 RUNNER_SOURCE = Path(__file__).with_name("pytest_runner.py")
+READY = "pytest_runner ready "
+"""Must equal ``pytest_runner.READY`` (the runner cannot import the harness)."""
 RUNNER_NAME = "pytest_runner.py"
 REPORT_NAME = "report.jsonl"
 EMPTY_INI = "pytest.ini"
@@ -162,10 +166,6 @@ class _Line(BaseModel):
     n: str
 
 
-class _Ready(_Line):
-    kind: Literal["ready"]
-
-
 class _Test(_Line):
     kind: Literal["test"]
     id: str
@@ -188,14 +188,13 @@ class _End(_Line):
     tampered: list[str]
 
 
-_LINE = TypeAdapter(_Ready | _Test | _Deselected | _CollectError | _End)
+_LINE = TypeAdapter(_Test | _Deselected | _CollectError | _End)
 
 
 @dataclass
 class Report:
     """A parsed runner report; only lines carrying the run's nonce count."""
 
-    ready: bool = False
     finished: bool = False
     exitstatus: int | None = None
     tampered: list[str] = field(default_factory=list)
@@ -220,9 +219,7 @@ def parse_report(data: bytes, nonce: str, *, oversized: bool = False) -> Report:
         if not secrets.compare_digest(line.n, nonce) or rep.finished:
             rep.foreign_lines += 1
             continue
-        if isinstance(line, _Ready):
-            rep.ready = True
-        elif isinstance(line, _Test):
+        if isinstance(line, _Test):
             rep.tests.append((line.id, line.outcome))
         elif isinstance(line, _Deselected):
             rep.tests.append((line.id, "deselected"))
@@ -479,6 +476,7 @@ def run_phase(
         )
         return PhaseRun(res, None, False)
     nonce = secrets.token_hex(16)
+    ready = ready_line(nonce)
     ini = (
         f"{WORKSPACE}/pytest.ini"
         if _regular_file(worktree / "pytest.ini")
@@ -503,10 +501,25 @@ def run_phase(
         timeout_s=timeout_s,
         max_output=max_output,
         sandbox=spec,
+        keep_head=len(ready),
     )
     data, oversized = read_report(out / REPORT_NAME)
     rep = parse_report(data, nonce, oversized=oversized)
-    return PhaseRun(res, rep, not rep.ready and not res.timed_out)
+    return PhaseRun(res, rep, res.stdout_head != ready)
+
+
+_READY_RE = re.compile(re.escape(READY) + r"[0-9a-f]{32}\n?")
+
+
+def strip_ready(text: str) -> str:
+    """Output as a person reads it: without the runner's ready line."""
+    return _READY_RE.sub("", text, count=1)
+
+
+def ready_line(nonce: str) -> bytes:
+    """What the runner writes first on stdout once it started (see module docstring)."""
+    digest = hashlib.sha256(nonce.encode()).hexdigest()[:32]
+    return f"{READY}{digest}\n".encode("ascii")
 
 
 def _regular_file(path: Path) -> bool:

@@ -86,6 +86,8 @@ class ExecResult:
     duration_s: float
     stdout_total: int = 0
     stderr_total: int = 0
+    stdout_head: bytes = b""
+    """The first ``keep_head`` bytes of stdout (what a process said before anything else ran)."""
 
     @property
     def ok(self) -> bool:
@@ -117,10 +119,14 @@ class SandboxSpec:
 @dataclass
 class _Tail:
     limit: int
+    head_limit: int = 0
     data: bytearray = field(default_factory=bytearray)
+    head: bytearray = field(default_factory=bytearray)
     total: int = 0
 
     def feed(self, chunk: bytes) -> None:
+        if len(self.head) < self.head_limit:
+            self.head += chunk[: self.head_limit - len(self.head)]
         self.total += len(chunk)
         self.data += chunk
         if len(self.data) > self.limit:
@@ -159,6 +165,7 @@ def run(
     stdin: bytes | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
     sandbox: SandboxSpec | None = None,
+    keep_head: int = 0,
 ) -> ExecResult:
     """Run ``argv`` to completion (or timeout) and return its result; never raises on exit codes.
 
@@ -172,6 +179,7 @@ def run(
         stdin: bytes fed to standard input (otherwise it is closed).
         max_output: bytes of stdout and of stderr kept (the tail).
         sandbox: containment for ``SANDBOX`` commands.
+        keep_head: bytes of the start of stdout kept as well (``ExecResult.stdout_head``).
     """
     if not argv:
         raise ValueError("empty argv")
@@ -190,7 +198,7 @@ def run(
         final_argv = list(argv)
         popen_env = dict(env) if env is not None else harness_env()
         popen_cwd = cwd
-    out, err = _Tail(max_output), _Tail(max_output)
+    out, err = _Tail(max_output, keep_head), _Tail(max_output)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -237,6 +245,7 @@ def run(
         duration_s=time.monotonic() - start,
         stdout_total=out.total,
         stderr_total=err.total,
+        stdout_head=bytes(out.head),
     )
 
 

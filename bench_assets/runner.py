@@ -446,6 +446,72 @@ def _sandbox(
     )
 
 
+@dataclass(frozen=True)
+class PhaseCall:
+    """Everything needed to start one phase's process (see :func:`prepare_phase`)."""
+
+    argv: list[str]
+    env: dict[str, str]
+    stdin: bytes | None
+    sandbox: SandboxSpec
+    out: Path
+    """Host folder mounted writable for the report."""
+    nonce: str | None
+    """The trusted runner's nonce (None for a custom command)."""
+
+    @property
+    def ready(self) -> bytes:
+        """The ready line the trusted runner must write first (empty for a custom command)."""
+        return ready_line(self.nonce) if self.nonce else b""
+
+
+def prepare_phase(
+    layout: Layout,
+    worktree: Path,
+    *,
+    phase: Literal["verify", "oracle"],
+    pytest_paths: Sequence[str] | None,
+    command: str | None,
+    import_paths: Sequence[str],
+    memory_mb: int | None,
+) -> PhaseCall:
+    """The process of one phase: the trusted runner on ``pytest_paths``, or ``sh -c command``."""
+    stage = layout.oracle_stage if phase == "oracle" else layout.empty_stage
+    out = layout.host / f"out-{phase}"
+    out.mkdir()
+    spec = _sandbox(layout, worktree, stage, out, memory_mb)
+    if command is not None:
+        argv = ["/bin/sh", "-c", command.replace(ORACLE_DIR_PLACEHOLDER, layout.stage_dest)]
+        return PhaseCall(argv, sandbox_env(), None, spec, out, None)
+    nonce = secrets.token_hex(16)
+    ini = (
+        f"{WORKSPACE}/pytest.ini"
+        if _regular_file(worktree / "pytest.ini")
+        else f"{layout.runner_dest}/{EMPTY_INI}"
+    )
+    run_spec = {
+        "nonce": nonce,
+        "report": f"{layout.out_dest}/{REPORT_NAME}",
+        "rootdir": WORKSPACE,
+        "ini": ini,
+        "args": [_inside(p) for p in (pytest_paths or ())],
+        "id_prefix": f"{layout.stage_name}/" if phase == "oracle" else "",
+        "import_paths": [_inside(p) for p in import_paths],
+        "stage": layout.stage_dest,
+    }
+    argv = [sys.executable, "-I", f"{layout.runner_dest}/{RUNNER_NAME}"]
+    return PhaseCall(argv, sandbox_env(), json.dumps(run_spec).encode(), spec, out, nonce)
+
+
+def finish_phase(call: PhaseCall, res: ExecResult) -> PhaseRun:
+    """Read the trusted runner's report (nothing for a custom command)."""
+    if call.nonce is None:
+        return PhaseRun(res, None, False)
+    data, oversized = read_report(call.out / REPORT_NAME)
+    rep = parse_report(data, call.nonce, oversized=oversized)
+    return PhaseRun(res, rep, res.stdout_head != call.ready)
+
+
 def run_phase(
     layout: Layout,
     worktree: Path,
@@ -459,53 +525,30 @@ def run_phase(
     memory_mb: int | None,
 ) -> PhaseRun:
     """Run one phase: the trusted runner on ``pytest_paths``, or ``command`` under ``sh -c``."""
-    stage = layout.oracle_stage if phase == "oracle" else layout.empty_stage
-    out = layout.host / f"out-{phase}"
-    out.mkdir()
-    spec = _sandbox(layout, worktree, stage, out, memory_mb)
-    env = sandbox_env()
-    if command is not None:
-        argv = ["/bin/sh", "-c", command.replace(ORACLE_DIR_PLACEHOLDER, layout.stage_dest)]
-        res = run(
-            argv,
-            isolation=Isolation.SANDBOX,
-            env=env,
-            timeout_s=timeout_s,
-            max_output=max_output,
-            sandbox=spec,
-        )
-        return PhaseRun(res, None, False)
-    nonce = secrets.token_hex(16)
-    ready = ready_line(nonce)
-    ini = (
-        f"{WORKSPACE}/pytest.ini"
-        if _regular_file(worktree / "pytest.ini")
-        else f"{layout.runner_dest}/{EMPTY_INI}"
+    call = prepare_phase(
+        layout,
+        worktree,
+        phase=phase,
+        pytest_paths=pytest_paths,
+        command=command,
+        import_paths=import_paths,
+        memory_mb=memory_mb,
     )
-    paths = [WORKSPACE if p == "." else f"{WORKSPACE}/{p}" for p in (pytest_paths or ())]
-    run_spec = {
-        "nonce": nonce,
-        "report": f"{layout.out_dest}/{REPORT_NAME}",
-        "rootdir": WORKSPACE,
-        "ini": ini,
-        "args": paths,
-        "id_prefix": f"{layout.stage_name}/" if phase == "oracle" else "",
-        "import_paths": [WORKSPACE if p == "." else f"{WORKSPACE}/{p}" for p in import_paths],
-        "stage": layout.stage_dest,
-    }
     res = run(
-        [sys.executable, "-I", f"{layout.runner_dest}/{RUNNER_NAME}"],
+        call.argv,
         isolation=Isolation.SANDBOX,
-        env=env,
-        stdin=json.dumps(run_spec).encode("utf-8"),
+        env=call.env,
+        stdin=call.stdin,
         timeout_s=timeout_s,
         max_output=max_output,
-        sandbox=spec,
-        keep_head=len(ready),
+        sandbox=call.sandbox,
+        keep_head=len(call.ready),
     )
-    data, oversized = read_report(out / REPORT_NAME)
-    rep = parse_report(data, nonce, oversized=oversized)
-    return PhaseRun(res, rep, res.stdout_head != ready)
+    return finish_phase(call, res)
+
+
+def _inside(path: str) -> str:
+    return WORKSPACE if path == "." else f"{WORKSPACE}/{path}"
 
 
 _READY_RE = re.compile(re.escape(READY) + r"[0-9a-f]{32}\n?")

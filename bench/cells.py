@@ -369,46 +369,59 @@ def compare_grading(
     inputs: dict[str, dict[str, CellInputs]],
     plan: list[tuple[str, str]],
     store: ArtifactStore,
+    repeat: int = 1,
 ) -> list[GradingPair]:
-    """Grade every cell as shipped and as before, alternating which goes first.
+    """Grade every cell as shipped and as before, ``repeat`` times each, alternating the order.
 
-    The first cell is graded both ways once more beforehand, not counted (cold caches).
+    A cell's time per way is the median of its repetitions (the machine is shared: one slow run
+    should not decide a per-cell ratio). The first cell is graded both ways once beforehand, not
+    counted (cold caches).
     """
     out = []
     for i, (task, cell) in enumerate([plan[0], *plan]):
         arm, run = parse_cell_key(cell)
-        order = ("trusted", "legacy") if i % 2 == 0 else ("legacy", "trusted")
-        recs = {}
-        for mode in order:
-            recs[mode], _ = run_cell(
-                benches[mode],
-                task,
-                arm,
-                run,
-                inputs[mode][task],
-                store,
-                generation="bench",
-                redactor=Redactor(),
-            )
+        times: dict[str, list[tuple[float, float]]] = {"trusted": [], "legacy": []}
+        verdicts: dict[str, tuple[bool, bool]] = {}
+        for k in range(1 if i == 0 else repeat):
+            order = ("trusted", "legacy") if (i + k) % 2 == 0 else ("legacy", "trusted")
+            for mode in order:
+                rec, _ = run_cell(
+                    benches[mode],
+                    task,
+                    arm,
+                    run,
+                    inputs[mode][task],
+                    store,
+                    generation="bench",
+                    redactor=Redactor(),
+                )
+                t = rec.timings
+                tests_s = t.get("verify_s", 0.0) + t.get("oracle_s", 0.0)
+                times[mode].append((tests_s, t.get("grade_s", 0.0)))
+                verdicts[mode] = (rec.verify_passed, rec.oracle_passed)
         if i == 0:
             continue
-        t, g = recs["trusted"].timings, recs["legacy"].timings
+
+        med = {
+            (mode, j): statistics.median(x[j] for x in times[mode])
+            for mode in times
+            for j in (0, 1)
+        }
         out.append(
             GradingPair(
                 task,
                 cell,
-                t.get("verify_s", 0.0) + t.get("oracle_s", 0.0),
-                g.get("verify_s", 0.0) + g.get("oracle_s", 0.0),
-                t.get("grade_s", 0.0),
-                g.get("grade_s", 0.0),
-                (recs["trusted"].verify_passed, recs["trusted"].oracle_passed)
-                == (recs["legacy"].verify_passed, recs["legacy"].oracle_passed),
+                med["trusted", 0],
+                med["legacy", 0],
+                med["trusted", 1],
+                med["legacy", 1],
+                verdicts["trusted"] == verdicts["legacy"],
             )
         )
     return out
 
 
-def grading_summary(pairs: list[GradingPair]) -> dict[str, Any]:
+def grading_summary(pairs: list[GradingPair], repeat: int = 1) -> dict[str, Any]:
     def ratio(a: float, b: float) -> float:
         return a / b if b else float("nan")
 
@@ -416,6 +429,7 @@ def grading_summary(pairs: list[GradingPair]) -> dict[str, Any]:
     whole = [ratio(p.trusted_grade_s, p.legacy_grade_s) for p in pairs]
     return {
         "cells": len(pairs),
+        "repeat": repeat,
         "target_ratio": GRADING_TARGET,
         "trusted_tests": _stats([p.trusted_tests_s for p in pairs]),
         "legacy_tests": _stats([p.legacy_tests_s for p in pairs]),
@@ -461,7 +475,7 @@ def print_grading(g: dict[str, Any]) -> None:
 
     print(
         f"grading: trusted runner vs exit-status commands (before issue 11), {g['cells']} cells, "
-        "each graded both ways, order alternating"
+        f"each graded both ways {g['repeat']}x (median per cell), order alternating"
     )
     print(f"  {'(seconds per cell)':<44} {'median':>8} {'max':>8} {'total':>9}")
     line("trusted runner: verify + oracle processes", g["trusted_tests"])
@@ -711,7 +725,15 @@ def main() -> None:
         action="store_true",
         help="only compare grading with the trusted runner against exit-status commands",
     )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="grade each cell this many times each way (median per cell; default 1)",
+    )
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     bench = load_benchmark(Path(args.tasks))
     tasks = bench.task_ids()
@@ -746,8 +768,9 @@ def main() -> None:
                 {"trusted": inputs, "legacy": legacy_inputs},
                 plan,
                 store,
+                args.repeat,
             )
-            g = grading_summary(pairs)
+            g = grading_summary(pairs, args.repeat)
             if args.json:
                 print(json.dumps({"grading": g}, indent=2))
             else:
@@ -775,7 +798,9 @@ def main() -> None:
                 {"trusted": inputs, "legacy": legacy_inputs},
                 plan,
                 store,
-            )
+                args.repeat,
+            ),
+            args.repeat,
         )
 
         with dg.instance_for_test() as instance:

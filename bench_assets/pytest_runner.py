@@ -82,7 +82,7 @@ def _read_spec() -> dict:  # type: ignore[type-arg]
 def _preimport() -> None:
     import pytest  # noqa: F401
 
-    for name in ("pluggy", "iniconfig", "packaging.version", "_pytest.pytester"):
+    for name in ("pluggy", "iniconfig", "packaging.version"):
         try:
             __import__(name)
         except ImportError:

@@ -508,3 +508,68 @@ def test_a_runner_that_cannot_start_is_an_infra_error(
     rec = _cell(make_bench(tmp_path / "tasks"), ArtifactStore(tmp_path / "art"), _command(FIX))
     assert rec.error_kind is ErrorKind.INFRA_ERROR
     assert "did not start" in rec.error_detail
+
+
+STALE_BYTECODE = textwrap.dedent(
+    """\
+    import os, py_compile
+    path = "calc/__init__.py"
+    original = open(path).read()
+    fixed = original.replace("return a - b", "return a + b")
+    assert fixed != original and len(fixed) == len(original)
+    open(path, "w").write(fixed)
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+    py_compile.compile(path, invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+    open(path, "w").write(original)  # same size; the bytecode cache now disagrees with it
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+    """
+)
+
+
+@pytest.mark.parametrize("grader", ["trusted", "exit-status"])
+def test_bytecode_the_patch_does_not_show_is_never_run(tmp_path: Path, grader: str) -> None:
+    """Attack: leave the source as it was and hide a fix (or anything) in a __pycache__ entry
+    whose timestamp and size match the source. The trusted runner reads no bytecode cache from
+    the worktree; graded by exit status the hidden code runs and the cell resolves."""
+    root = make_bench(tmp_path / "tasks")
+    if grader == "exit-status":
+        data = yaml.safe_load((root / "alpha" / "task.yaml").read_text())
+        data["verify"] = "python -m pytest -q -p no:cacheprovider tests"
+        data["oracle"]["command"] = "python -m pytest -q -p no:cacheprovider {oracle_dir}"
+        write_yaml(root / "alpha" / "task.yaml", data)
+    rec = _cell(root, ArtifactStore(tmp_path / "art"), _command(STALE_BYTECODE))
+    if grader == "trusted":
+        assert not rec.oracle_passed and rec.error_kind is ErrorKind.ORACLE_FAILED
+    else:
+        assert rec.oracle_passed, "negative control: the stale bytecode did run"
+
+
+IMPORT_ORDER_TEST = textwrap.dedent(
+    """\
+    import os, sys
+
+    def test_the_worktree_comes_after_the_stdlib_and_the_runner():
+        path = sys.path
+        workspace = path.index("/workspace")
+        assert path.index(os.path.dirname(os.__file__)) < workspace
+        sites = [i for i, p in enumerate(path) if p.endswith("site-packages")]
+        assert sites and min(sites) > workspace
+        import pytest, pluggy
+        assert "/workspace" not in pytest.__file__ and "/workspace" not in pluggy.__file__
+        assert sys.flags.isolated and sys.flags.no_user_site and sys.flags.ignore_environment
+        assert sys.dont_write_bytecode
+        assert sys.pycache_prefix and "workspace" not in sys.pycache_prefix
+    """
+)
+
+
+def test_the_code_under_test_is_importable_but_never_ahead_of_the_runner(tmp_path: Path) -> None:
+    root = make_bench(tmp_path / "tasks")
+    (root / "alpha" / "repo" / "tests" / "test_order.py").write_text(IMPORT_ORDER_TEST)
+    rec = _cell(root, ArtifactStore(tmp_path / "art"), _command(FIX))
+    assert rec.resolved, rec.verify_tail
+    assert rec.verify_run is not None
+    assert (
+        "tests/test_order.py::test_the_worktree_comes_after_the_stdlib_and_the_runner",
+        "passed",
+    ) in [(t.id, t.outcome) for t in rec.verify_run.tests]

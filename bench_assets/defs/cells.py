@@ -203,6 +203,14 @@ def cell_metadata(record: CellRecord, path: Path) -> dict[str, Any]:
         "duration_s": record.duration_s,
         "record_path": dg.MetadataValue.path(str(path)),
     }
+    if record.oracle_run is not None:
+        md["oracle_tests"] = record.oracle_run.detail
+    if record.verify_run is not None:
+        md["verify_tests"] = record.verify_run.detail
+    if record.runner_files:
+        md["runner_files"] = ", ".join(
+            f"{c.path} ({c.change}, {c.action})" for c in record.runner_files
+        )
     if record.patch is not None:
         md["patch_path"] = dg.MetadataValue.path(record.patch.path)
     if record.transcript is not None:

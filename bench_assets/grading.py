@@ -13,9 +13,9 @@ runner the verdicts are per-test (:func:`~bench_assets.runner.judge_verify`,
 fails; a custom command is graded by its exit status.
 """
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from bench_assets import hygiene
 from bench_assets.errorkinds import ErrorKind
@@ -207,7 +207,7 @@ def grade_cell(
     oracle_timeout_s: float,
     tail_bytes: int,
     memory_mb: int | None = None,
-    runner_files: str = "restore",
+    runner_files: Literal["restore", "keep"] = "restore",
     run_tests: bool = True,
 ) -> Grade:
     """Grade a worktree whose agent has exited (see module docstring).
@@ -217,9 +217,7 @@ def grade_cell(
     """
     grade = Grade()
     grade.protected_changed = restore_protected(wt)
-    grade.runner_files = hygiene.clean(
-        wt.path, wt.import_paths, wt.runner_state, "keep" if runner_files == "keep" else "restore"
-    )
+    grade.runner_files = hygiene.clean(wt.path, wt.import_paths, wt.runner_state, runner_files)
     if run_tests:
         layout = new_layout(stage_parent, wt.path)
         try:
@@ -229,8 +227,3 @@ def grade_cell(
             _remove_stage(wt, layout, grade)
     capture_patch(wt, stage_parent.parent / "capture", grade)
     return grade
-
-
-def runner_file_paths(changes: Sequence[hygiene.RunnerFileChange]) -> list[str]:
-    """The paths of runner-file changes (for one-line displays)."""
-    return [c.path for c in changes]

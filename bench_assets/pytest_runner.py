@@ -9,11 +9,13 @@ What it does, in order, before any file of the worktree can run:
 
 1. reads the specification from stdin (so nothing about the run is in ``argv`` or the
    environment, and verify and the oracle look the same from outside);
-2. imports pytest and the modules pytest needs (pluggy, iniconfig, packaging) while the worktree
-   is not on ``sys.path`` — isolated mode (``-I``) already dropped the script folder, the current
-   folder, ``PYTHON*`` variables and the user site, so a worktree ``pytest.py``,
-   ``sitecustomize.py``, ``usercustomize.py`` or ``*.pth`` is never loaded;
-3. builds ``sys.path`` as: standard library, then the oracle stage, then the task's import paths
+2. imports pytest, its default plugins and the modules it needs (pluggy, iniconfig, packaging),
+   and a few common standard modules, while the worktree is not on ``sys.path`` — isolated mode
+   (``-I``) already dropped the script folder, the current folder, ``PYTHON*`` variables and the
+   user site, so a worktree ``pytest.py``, ``sitecustomize.py``, ``usercustomize.py`` or
+   ``*.pth`` is never loaded;
+3. switches bytecode caches off (``sys.pycache_prefix`` names a folder that does not exist) and
+   builds ``sys.path`` as: standard library, then the oracle stage, then the task's import paths
    (the code under test), then site-packages — the worktree is never ahead of the runner or the
    standard library;
 4. opens the report file (outside the worktree) and remembers a nonce that exists only in this
@@ -79,10 +81,37 @@ def _read_spec() -> dict:  # type: ignore[type-arg]
     return spec
 
 
-def _preimport() -> None:
-    import pytest  # noqa: F401
+COMMON_STDLIB = (
+    "argparse",
+    "collections",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "enum",
+    "fractions",
+    "functools",
+    "io",
+    "itertools",
+    "math",
+    "pprint",
+    "random",
+    "string",
+    "textwrap",
+    "typing",
+    "unittest",
+)
+"""Imported up front with their bytecode caches: once bytecode caches are switched off for the
+rest of the run, a module imported later is compiled from source (correct, but slower)."""
 
-    for name in ("pluggy", "iniconfig", "packaging.version"):
+
+def _preimport() -> None:
+    import _pytest.config
+
+    names = ["pluggy", "iniconfig", "packaging.version", *COMMON_STDLIB]
+    names += [f"_pytest.{p}" for p in _pytest.config.default_plugins]
+    for name in names:
         try:
             __import__(name)
         except ImportError:
@@ -214,6 +243,10 @@ def main() -> int:
     _preimport()
     import pytest
 
+    # From here on no bytecode cache is read or written (the prefix names a folder that does not
+    # exist): a __pycache__ the agent left in the worktree, for a module or for pytest's rewritten
+    # conftest/test files, never runs; what runs is the source the recorded patch shows.
+    sys.pycache_prefix = os.path.join(os.path.dirname(os.path.abspath(__file__)), "no-bytecode")
     _set_path(str(spec["stage"]), [str(p) for p in spec["import_paths"]])
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(str(spec["report"]), flags, 0o600)

@@ -14,10 +14,9 @@ at per-cell random paths:
   ``pytest.ini``, read-only.
 
 With the trusted runner (``verify: {pytest: [...]}``, an oracle without ``command``) the harness
-starts ``<harness python> -I -X pycache_prefix=<nowhere> <runner>`` and sends the run's
-specification on stdin; the runner writes a per-test report (JSON lines, each carrying a nonce
-that exists only in the runner's memory) and the verdict is read from it, never from the exit
-status:
+starts ``<harness python> -I <runner>`` and sends the run's specification on stdin; the runner
+writes a per-test report (JSON lines, each carrying a nonce that exists only in the runner's
+memory) and the verdict is read from it, never from the exit status:
 
 * ``verify`` passes when the session ran to its end, at least one test passed and none failed or
   errored (skips are the agent's own business: ``verify`` is a signal, never proof);
@@ -500,15 +499,7 @@ def prepare_phase(
         "import_paths": [_inside(p) for p in import_paths],
         "stage": layout.stage_dest,
     }
-    # pycache_prefix points at a folder that does not exist: a __pycache__ the agent left in the
-    # worktree (bytecode that need not match the source the patch shows) is never loaded.
-    argv = [
-        sys.executable,
-        "-I",
-        "-X",
-        f"pycache_prefix={layout.runner_dest}/no-bytecode",
-        f"{layout.runner_dest}/{RUNNER_NAME}",
-    ]
+    argv = [sys.executable, "-I", f"{layout.runner_dest}/{RUNNER_NAME}"]
     return PhaseCall(argv, sandbox_env(), json.dumps(run_spec).encode(), spec, out, nonce)
 
 

@@ -227,6 +227,7 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
         if not repo.is_dir() or repo.is_symlink():
             c.add(task.file, "repo", "repo: inline needs a real folder repo/ beside task.yaml")
         else:
+            _check_worktree_paths(c, task)
             for dirpath, dirnames, filenames in os.walk(repo):
                 for name in dirnames + filenames:
                     p = Path(dirpath) / name
@@ -243,6 +244,19 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
         c.add(task.file, "repo", f"repository path {spec.repo!r} does not exist ({repo})")
     elif not (repo / ".git").exists() and not (repo / "HEAD").is_file():
         c.add(task.file, "repo", f"repository path {spec.repo!r} is not a git repository")
+
+
+def _check_worktree_paths(c: _Collector, task: Task) -> None:
+    """Inline repos: the trusted runner's test paths and import paths must exist."""
+    spec = task.spec
+    verify = spec.verify
+    if not isinstance(verify, str):
+        for i, rel in enumerate(verify.pytest):
+            if not (task.repo_dir / rel).exists():
+                c.add(task.file, f"verify.pytest.{i}", f"{rel!r} does not exist in repo/")
+    for i, rel in enumerate(spec.import_paths):
+        if not (task.repo_dir / rel).is_dir():
+            c.add(task.file, f"import_paths.{i}", f"{rel!r} is not a folder of repo/")
 
 
 def _check_expected_tests(c: _Collector, task: Task) -> None:

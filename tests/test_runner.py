@@ -91,6 +91,19 @@ def test_a_trusted_oracle_without_tests_is_a_validation_error(tmp_path: Path) ->
     assert any("does not parse" in str(i) for i in issues), issues
 
 
+def test_validation_checks_the_trusted_runners_paths(tmp_path: Path) -> None:
+    root = make_bench(tmp_path / "tasks")
+    data = yaml.safe_load((root / "alpha" / "task.yaml").read_text())
+    data["verify"] = {"pytest": ["tests", "nope"]}
+    data["import_paths"] = ["src"]
+    write_yaml(root / "alpha" / "task.yaml", data)
+    issues, _ = collect_issues(root)
+    assert sorted((i.field, i.message) for i in issues) == [
+        ("import_paths.0", "'src' is not a folder of repo/"),
+        ("verify.pytest.1", "'nope' does not exist in repo/"),
+    ]
+
+
 def test_task_file_rules_for_runners_and_declared_tests() -> None:
     def task(**kw: object) -> TaskSpec:
         return TaskSpec.model_validate({**TASK, **kw})

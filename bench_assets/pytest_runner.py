@@ -109,7 +109,10 @@ rest of the run, a module imported later is compiled from source (correct, but s
 def _preimport() -> None:
     import _pytest.config
 
-    names = ["pluggy", "iniconfig", "packaging.version", *COMMON_STDLIB]
+    # pytest.main imports these itself (debugging/argcomplete/faulthandler plugins): load them now,
+    # while their bytecode caches may still be read.
+    names = ["pluggy", "iniconfig", "packaging.version", "_pytest._argcomplete", "pdb"]
+    names += ["faulthandler", "readline", *COMMON_STDLIB]
     names += [f"_pytest.{p}" for p in _pytest.config.default_plugins]
     for name in names:
         try:

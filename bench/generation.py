@@ -64,7 +64,7 @@ from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
 from bench_assets.cells import CellInputs, build_cell_inputs  # noqa: E402
-from bench_assets.defs.evolve import GEN_TAG, EvolveResult, evolve  # noqa: E402
+from bench_assets.driver.evolve import GEN_TAG, EvolveResult, evolve  # noqa: E402
 from bench_assets.fsutil import remove_tree  # noqa: E402
 from bench_assets.graph import ORACLE_ENV, ORACLE_STAGING_PREFIX  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402

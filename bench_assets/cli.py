@@ -34,7 +34,7 @@ def _progress(message: str) -> None:
 def _instance() -> Any:
     import dagster as dg
 
-    from bench_assets.defs.evolve import quiet_dagster_warnings
+    from bench_assets.driver.evolve import quiet_dagster_warnings
 
     quiet_dagster_warnings()
     home = os.environ.get("DAGSTER_HOME")
@@ -116,7 +116,7 @@ def sync(tasks_dir: Path, as_json: bool) -> None:
     Refuses (exit 2, nothing changed) while any benchmark file is invalid. Partitions of removed
     tasks are deleted; their history stays in the event log.
     """
-    from bench_assets.defs.instance_ops import sync_instance
+    from bench_assets.driver.instance import sync_instance
 
     bench = load_benchmark(tasks_dir)
     plan, limits = sync_instance(_instance(), bench)
@@ -147,7 +147,7 @@ def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
     each task partition against the instance, and prints binding SHA, oracle digest, sanitized SHA
     and graph size per task. Unchanged inputs keep their data versions.
     """
-    from bench_assets.defs.instance_ops import StepFailed, materialize_inputs, sync_instance
+    from bench_assets.driver.instance import StepFailed, materialize_inputs, sync_instance
 
     bench = load_benchmark(tasks_dir)
     task_ids = [bench.task(t).id for t in only] if only else bench.task_ids()
@@ -346,7 +346,7 @@ def cells(
     an unchanged cell is re-recorded as reused without starting any agent; --force pays for all.
     The sandbox is checked before any cell runs (exit 2 if bubblewrap cannot contain it).
     """
-    from bench_assets.defs.instance_ops import (
+    from bench_assets.driver.instance import (
         StepFailed,
         latest_cells,
         materialize_cells,
@@ -574,7 +574,7 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     not an exit code: promote, keep_incumbent and insufficient_evidence all exit 0. An UNUSABLE
     incumbent arm fails (exit 1) after the evidence is written.
     """
-    from bench_assets.defs.instance_ops import StepFailed, materialize_decision
+    from bench_assets.driver.instance import StepFailed, materialize_decision
 
     bench = load_benchmark(tasks_dir)
     instance = _instance()
@@ -605,7 +605,7 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
 
 
 def _find_decision(instance: Any, generation: str) -> dict[str, Any]:
-    from bench_assets.defs.instance_ops import decision_records
+    from bench_assets.driver.instance import decision_records
 
     for md in decision_records(instance):
         if not generation or md.get("generation") == generation:
@@ -672,7 +672,7 @@ def explain(generation: str, as_json: bool) -> None:
 @click.option("--open", "open_it", is_flag=True, help="Open the HTML report in a browser.")
 def report(open_it: bool) -> None:
     """Print the paths of the latest benchmark report (Markdown and self-contained HTML)."""
-    from bench_assets.defs.lookup import latest_metadata
+    from bench_assets.defs.resources import latest_metadata
 
     md = latest_metadata(_instance(), "benchmark_report", None)
     if not md:
@@ -732,9 +732,9 @@ def evolve(tasks_dir: Path, as_json: bool) -> None:
     decides, reports and appends to the ledger. Exit 0 when done (whatever the decision), 1 when
     the outage breaker tripped or the incumbent arm was unusable, 2 for invalid input.
     """
-    from bench_assets.defs.evolve import NothingToEvaluate
-    from bench_assets.defs.evolve import evolve as run_generation
-    from bench_assets.defs.instance_ops import StepFailed
+    from bench_assets.driver.evolve import NothingToEvaluate
+    from bench_assets.driver.evolve import evolve as run_generation
+    from bench_assets.driver.instance import StepFailed
 
     _instance()
     start = time.monotonic()
@@ -801,7 +801,7 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
     import datetime as dt
 
     from bench_assets.cells import build_cell_inputs
-    from bench_assets.defs.evolve import NothingToEvaluate, choose, plan_task, prior_cells
+    from bench_assets.driver.evolve import NothingToEvaluate, choose, plan_task, prior_cells
     from bench_assets.planner import summary
     from bench_assets.store import ArtifactStore, default_artifact_root
 
@@ -812,7 +812,7 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
     try:
         generation, candidate = choose(bench, instance, artifacts)
     except NothingToEvaluate as e:
-        from bench_assets.defs.evolve import history
+        from bench_assets.driver.evolve import history
         from bench_assets.generation import next_generation
 
         generation, candidate = next_generation(history(instance, artifacts)[0]), None
@@ -869,7 +869,7 @@ def apply_cmd(generation: str) -> None:
     as it was when the decision was made (compare-and-swap on the recorded digests); any failure
     midway restores every file. The application is recorded in the ledger.
     """
-    from bench_assets.defs.instance_ops import apply_latest
+    from bench_assets.driver.instance import apply_latest
 
     result: Any = apply_latest(_instance(), os.environ.get("WFBENCH_ARTIFACTS", ""), generation)
     for f in result.files:

@@ -19,14 +19,14 @@ from bench_assets import sandbox
 from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
 from bench_assets.definitions import defs as load_defs
-from bench_assets.defs.instance_ops import (
+from bench_assets.driver.instance import (
     latest_cells,
     materialize_cells,
     materialize_inputs,
     sync_instance,
 )
-from bench_assets.defs.staleness import stale_status
 from tests.conftest import REPO_ROOT, make_bench, write_yaml
+from tests.staleness import stale_status
 from tests.test_cells import FIXED_CALC
 
 BUGGY = (Path(__file__).parent / "conftest.py").read_text().split('"""\\\n', 2)[1]

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from bench_assets import gate
 from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.defs.instance_ops import materialize_decision
+from bench_assets.driver.instance import materialize_decision
 from bench_assets.errorkinds import ErrorKind
 from tests.conftest import DEMO_TASKS
 from tests.test_dagster_cells import cells, replay_bench, run_all
@@ -159,8 +159,8 @@ def test_explain_names_policy_tasks_and_evidence(
 
 def test_incomplete_task_fails_the_check_and_cannot_promote(tmp_path: Path, instance) -> None:
     from bench_assets.defs.decision import aggregates
-    from bench_assets.defs.instance_ops import materialize_inputs, sync_instance
     from bench_assets.defs.resources import BenchResource
+    from bench_assets.driver.instance import materialize_inputs, sync_instance
 
     root, art = replay_bench(tmp_path), tmp_path / "art"
     sync_instance(instance, load_benchmark(root))

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from bench_assets.cli import main
 from bench_assets.cron import latest_tick, matches
 from bench_assets.defs import automation
-from bench_assets.defs.evolve import evolve
 from bench_assets.defs.resources import BenchResource
+from bench_assets.driver.evolve import evolve
 from tests.conftest import write_yaml
 from tests.test_dagster_cells import replay_bench
 

@@ -34,9 +34,13 @@ from bench_assets.defs.inputs import (
     sanitized_graphs,
     task_bindings,
 )
-from bench_assets.defs.lookup import latest_record, record_metadata, upstream_metadata
 from bench_assets.defs.partitions import task_partitions
-from bench_assets.defs.resources import BenchResource
+from bench_assets.defs.resources import (
+    BenchResource,
+    latest_record,
+    record_metadata,
+    upstream_metadata,
+)
 from bench_assets.errorkinds import ErrorKind, is_reusable
 from bench_assets.errors import InputError
 from bench_assets.graph import load_graph_info

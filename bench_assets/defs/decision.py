@@ -20,9 +20,13 @@ from bench_assets import report as report_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
 from bench_assets.defs.inputs import incumbent_skills
-from bench_assets.defs.lookup import latest_record, record_metadata, upstream_metadata
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
-from bench_assets.defs.resources import BenchResource
+from bench_assets.defs.resources import (
+    BenchResource,
+    latest_record,
+    record_metadata,
+    upstream_metadata,
+)
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.hashing import sha256_json, short

@@ -15,9 +15,8 @@ from bench_assets import binding as binding_mod
 from bench_assets import inputs as core
 from bench_assets import oracle as oracle_mod
 from bench_assets import skills as skills_mod
-from bench_assets.defs.lookup import upstream_metadata
 from bench_assets.defs.partitions import task_partitions
-from bench_assets.defs.resources import BenchResource
+from bench_assets.defs.resources import BenchResource, upstream_metadata
 from bench_assets.errors import InputError
 from bench_assets.hashing import short
 

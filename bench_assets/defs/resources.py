@@ -1,10 +1,18 @@
-"""Resources: where the benchmark definition and the artifact store are."""
+"""Resources, and the one way the Dagster layer reads an asset partition's latest materialization.
+
+``BenchResource`` says where the benchmark definition and the artifact store are. The lookups are
+partition-aware on purpose: ``get_latest_materialization_event`` and asset provenance ignore the
+partition (dagster-notes Q2/Q6). Metadata comes back as plain values, with the materialization's
+tags (``dagster/data_version``, ...) and two conveniences, ``data_version`` and ``run_id``.
+"""
 
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from bench_assets.catalog import Benchmark, load_benchmark
+from bench_assets.errors import InputError
 from bench_assets.store import ArtifactStore, default_artifact_root
 
 
@@ -37,3 +45,53 @@ class BenchResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 def resources() -> dg.Definitions:
     """Bind the resource keys once."""
     return dg.Definitions(resources={"bench": BenchResource()})
+
+
+def _key(asset: str | dg.AssetKey) -> dg.AssetKey:
+    return asset if isinstance(asset, dg.AssetKey) else dg.AssetKey(asset)
+
+
+def latest_record(
+    instance: dg.DagsterInstance, asset: str | dg.AssetKey, partition: str | None
+) -> Any:
+    """The latest materialization record of one partition (or of an unpartitioned asset)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=_key(asset), asset_partitions=[partition] if partition is not None else None
+        ),
+        limit=1,
+    ).records
+    return records[0] if records and records[0].asset_materialization is not None else None
+
+
+def record_metadata(record: Any) -> dict[str, Any]:
+    """A record's metadata values, its tags, ``data_version`` and ``run_id``."""
+    mat = record.asset_materialization
+    out: dict[str, Any] = {k: v.value for k, v in mat.metadata.items()}
+    tags = dict(mat.tags or {})
+    out |= tags
+    out["data_version"] = tags.get("dagster/data_version")
+    out["run_id"] = record.run_id
+    return out
+
+
+def latest_metadata(
+    instance: dg.DagsterInstance, asset: str | dg.AssetKey, partition: str | None
+) -> dict[str, Any]:
+    """Metadata of the latest materialization; empty when there is none."""
+    record = latest_record(instance, asset, partition)
+    return record_metadata(record) if record is not None else {}
+
+
+def upstream_metadata(
+    instance: dg.DagsterInstance, asset: str | dg.AssetKey, partition: str | None
+) -> dict[str, Any]:
+    """Like :func:`latest_metadata`, but an upstream that was never materialized is an error."""
+    md = latest_metadata(instance, asset, partition)
+    if not md:
+        where = f"[{partition}]" if partition is not None else ""
+        raise InputError(
+            f"{_key(asset).to_user_string()}{where} has never been materialized; "
+            "materialize it first"
+        )
+    return md

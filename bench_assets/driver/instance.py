@@ -1,7 +1,8 @@
-"""Operations on a Dagster instance used by the CLI: partition sync and pool limits.
+"""Operations on a Dagster instance shared by the CLI and the generation driver.
 
-Kept in ``defs/`` because it is the only code besides assets that talks to Dagster; the CLI
-imports it lazily so that ``wfbench validate`` never pays for importing Dagster.
+Partition sync and pool limits, in-process materialization of inputs, cells and the decision, and
+reads of the latest cells and decisions. The CLI imports this lazily so that ``wfbench validate``
+never pays for importing Dagster.
 """
 
 from collections.abc import Callable
@@ -10,8 +11,8 @@ from typing import Any
 import dagster as dg
 
 from bench_assets.catalog import Benchmark
-from bench_assets.defs.lookup import latest_metadata
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
+from bench_assets.defs.resources import latest_metadata
 from bench_assets.sync import SyncPlan, plan_sync
 
 AGENT_POOL = "agent_sessions"

@@ -27,7 +27,8 @@ from bench_assets import ledger as ledger_mod
 from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import cell_identity, make_adapter, remove_stale_work
-from bench_assets.defs.instance_ops import (
+from bench_assets.defs.resources import latest_metadata
+from bench_assets.driver.instance import (
     StepFailed,
     decision_records,
     latest_cells,
@@ -35,7 +36,6 @@ from bench_assets.defs.instance_ops import (
     materialize_decision,
     sync_instance,
 )
-from bench_assets.defs.lookup import latest_metadata
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.generation import OutageBreaker, next_candidate, next_generation
 from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
@@ -412,7 +412,7 @@ def evolve(
     decision = str(out["decision"].get("decision"))
     applied = False
     if decision == "promote" and bench.config.apply.on_promote and not aborted and not unusable:
-        from bench_assets.defs.instance_ops import apply_latest
+        from bench_assets.driver.instance import apply_latest
 
         apply_latest(instance, artifact_root, generation)
         applied = True

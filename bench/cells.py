@@ -46,11 +46,11 @@ import bench_assets.agents.claude_code  # noqa: E402, F401  (imports sandbox.run
 from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
+from bench_assets.cellkeys import parse_cell_key  # noqa: E402
 from bench_assets.cells import (  # noqa: E402
     CellInputs,
     build_cell_inputs,
     ensure_contained,
-    parse_cell_key,
     run_cell,
 )
 from bench_assets.defs import cells as defs_cells  # noqa: E402

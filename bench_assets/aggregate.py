@@ -44,7 +44,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from bench_assets.cells import parse_cell_key
+from bench_assets.cellkeys import parse_cell_key
 from bench_assets.errorkinds import ErrorKind, is_excluded, is_health_failure
 from bench_assets.errors import EvidenceError
 from bench_assets.records import CellRecord

@@ -25,12 +25,12 @@ from bench_assets.agents.command import CommandAdapter
 from bench_assets.agents.replay import ReplayAdapter
 from bench_assets.binding import TaskBinding
 from bench_assets.catalog import Benchmark
+from bench_assets.cellkeys import cell_key, identity_digest
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import WfbenchError
 from bench_assets.fsutil import atomic_write_text, remove_tree
 from bench_assets.grading import Grade, grade_cell
 from bench_assets.graph import GraphInfo
-from bench_assets.hashing import sha256_json
 from bench_assets.models import ArmSpec, ClaudeCodeAgent, CommandAgent, ReplayAgent
 from bench_assets.oracle import OracleSnapshot
 from bench_assets.overlay import OverlaySnapshot
@@ -66,24 +66,6 @@ class CellInputs:
     skills_dir: Path
     overlay: OverlaySnapshot | None = None
     overlay_dir: Path | None = None
-
-
-def cell_key(arm: str, run: int) -> str:
-    """Partition key of a cell: ``<arm>.r<run>``."""
-    return f"{arm}.r{run}"
-
-
-def parse_cell_key(key: str) -> tuple[str, int]:
-    """Inverse of :func:`cell_key`."""
-    arm, _, run = key.rpartition(".r")
-    if not arm or not run.isdigit():
-        raise ValueError(f"bad cell key {key!r}; expected <arm>.r<run>")
-    return arm, int(run)
-
-
-def cell_keys(bench_runs: int, arms: list[str]) -> list[str]:
-    """Every cell key for ``arms`` × runs."""
-    return [cell_key(a, r) for a in arms for r in range(bench_runs)]
 
 
 def make_adapter(bench: Benchmark, arm: ArmSpec) -> Adapter:
@@ -143,11 +125,6 @@ def cell_identity(
         "skills": inputs.skills.digest if arm.skills != "none" else None,
         "overlay": inputs.overlay.digest if arm.skills == "candidate" and inputs.overlay else None,
     }
-
-
-def identity_digest(identity: dict[str, Any]) -> str:
-    """Digest of a cell identity."""
-    return sha256_json(identity)
 
 
 _contained = False

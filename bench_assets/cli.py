@@ -267,7 +267,7 @@ def schema(tasks_dir: Path, check: bool) -> None:
 
 
 def _cell_row(md: dict[str, Any]) -> dict[str, Any]:
-    from bench_assets.cells import parse_cell_key
+    from bench_assets.cellkeys import parse_cell_key
 
     arm, run = parse_cell_key(str(md["cell"]))
 

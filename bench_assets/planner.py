@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bench_assets.cellkeys import cell_key, identity_digest
 from bench_assets.errorkinds import ErrorKind, is_reusable
 
 CODE_FIELDS = {
@@ -136,8 +137,6 @@ def plan_generation(
     now: datetime,
 ) -> list[PlannedCell]:
     """Plan every cell (keys are (task, arm, run)); see the module docstring for the reasons."""
-    from bench_assets.cells import cell_key, identity_digest
-
     planned: list[PlannedCell] = []
     for key in sorted(current):
         task, arm, run = key

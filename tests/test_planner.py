@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from bench_assets.cells import identity_digest
+from bench_assets.cellkeys import identity_digest
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.generation import OutageBreaker, next_candidate, next_generation
 from bench_assets.planner import (

@@ -19,15 +19,8 @@ import yaml
 from bench_assets import binding as binding_mod
 from bench_assets import oracle as oracle_mod
 from bench_assets import overlay as overlay_mod
-from bench_assets.cells import (
-    CellInputs,
-    cell_identity,
-    cell_keys,
-    identity_digest,
-    make_adapter,
-    parse_cell_key,
-    run_cell,
-)
+from bench_assets.cellkeys import cell_keys, identity_digest, parse_cell_key
+from bench_assets.cells import CellInputs, cell_identity, make_adapter, run_cell
 from bench_assets.defs.inputs import (
     incumbent_skills,
     oracle_snapshots,

@@ -48,13 +48,12 @@ Tests inject failures through the ``hook`` argument of :func:`apply_overlay` (se
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import re
 import secrets
 import stat
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -382,25 +381,6 @@ def _payload(targets: list[_Target]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------------
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Serialize applications to one skill tree (an exclusive flock on its directory)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
 class _Transaction:
     """Staged files, backups and created directories of one application, and how to undo them."""
 
@@ -469,7 +449,7 @@ class _Transaction:
     def sync(self) -> None:
         for directory in sorted(self.dirs, key=lambda d: len(d.parts), reverse=True):
             if os.path.isdir(directory):
-                _fsync_dir(directory)
+                fsutil.fsync_dir(directory)
 
     def rollback(self) -> list[str]:
         """Undo everything; return what could not be undone (empty when the tree is restored)."""
@@ -583,7 +563,7 @@ def apply_overlay(
     if ledger is not None:
         ledger = Path(ledger)
         _check_ledger(ledger, skills_dir, decision_json)
-    with _locked(skills_dir):
+    with fsutil.locked(skills_dir):  # one application at a time per skill tree
         targets = _targets(skills_dir, overlay_files, expected)
         payload = _payload(targets)
         size = len(canonical_json(payload).encode("utf-8"))

@@ -5,11 +5,14 @@ or kill leaves either the old file or the new one, never a torn one. Content-add
 made read-only after they are complete.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +108,33 @@ def staging_dir(parent: Path, prefix: str) -> Path:
     """A fresh private directory under ``parent`` for building something before publishing it."""
     parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f".{prefix}.", dir=parent))
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush ``path``'s directory entries to disk.
+
+    A file created, renamed or removed inside a directory survives a crash only once the directory
+    itself is fsynced; call this after :func:`os.replace` / :func:`os.link` when the change must be
+    durable (an append-only ledger, an applied skill tree).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` for the duration of the ``with`` block.
+
+    Serializes every writer (any process, any thread) that locks the same existing directory, e.g.
+    appends to the ledgers in one folder or applications to one skill tree. The lock is advisory
+    and is released when the block ends or the process dies.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -35,19 +35,16 @@ ledger gains one small entry per generation (about 52 a year), so that is neglig
 entry, a person may accept it with :func:`reanchor`.
 """
 
-import contextlib
-import fcntl
 import json
 import math
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench_assets.errors import LedgerError
-from bench_assets.fsutil import atomic_write_bytes
+from bench_assets.fsutil import atomic_write_bytes, fsync_dir, locked
 from bench_assets.hashing import canonical_json, sha256_json, short
 from bench_assets.records import now_iso
 
@@ -361,30 +358,10 @@ def read(path: Path, *, expected_head: LedgerHead | None = None) -> list[LedgerE
     return read_entries(path.read_bytes() if path.exists() else b"")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Serialize appends to ledgers in ``directory`` (an exclusive flock on the directory)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
-
 def _write_head(path: Path, head: LedgerHead) -> None:
     text = canonical_json(head.model_dump(mode="json")) + "\n"
     atomic_write_bytes(head_path(path), text.encode("utf-8"), mode=FILE_MODE)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 def append(
@@ -422,7 +399,8 @@ def append(
     size = len(canonical_json(body).encode("utf-8"))
     if size > MAX_PAYLOAD_BYTES:
         raise ValueError(f"payload is {size} bytes; the ledger keeps at most {MAX_PAYLOAD_BYTES}")
-    with _locked(path.parent):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path.parent):  # one writer at a time per ledger folder
         result = verify(path)
         if not result.ok:
             raise LedgerError(f"refusing to append: {result.message(path)}")
@@ -441,7 +419,7 @@ def append(
         entry = LedgerEntry.model_validate(obj)
         old = path.read_bytes() if path.exists() else b""
         atomic_write_bytes(path, old + (canonical_json(obj) + "\n").encode("utf-8"), mode=FILE_MODE)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
         _write_head(path, LedgerHead(seq=entry.seq, hash=entry.hash))
     return entry
 
@@ -462,7 +440,8 @@ def reanchor(path: Path) -> LedgerHead:
         LedgerError: The chain does not verify, so there is nothing trustworthy to anchor.
     """
     path = Path(path)
-    with _locked(path.parent):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path.parent):  # one writer at a time per ledger folder
         entries, bad = _scan(path.read_bytes() if path.exists() else b"")
         if bad is not None:
             raise LedgerError(f"cannot re-anchor: {bad.message(path)}")

@@ -257,7 +257,7 @@ def run_generation(env: Env) -> Generation:
             kind = _classify(steps)
             task = run.tags.get("dagster/partition/task") or run.tags.get("dagster/partition")
             gen.runs.append(RunTime(kind, task, stats.start_time, stats.end_time))
-    for path in sorted((env.artifacts / "cells").glob("*/*/*/record.json")):
+    for path in sorted(ArtifactStore(env.artifacts).cells_root().glob("*/*/*/record.json")):
         rec = json.loads(path.read_text(encoding="utf-8"))
         if rec.get("generation") == result.generation:
             gen.records.append(rec)

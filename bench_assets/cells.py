@@ -36,7 +36,6 @@ from bench_assets.oracle import OracleSnapshot
 from bench_assets.overlay import OverlaySnapshot
 from bench_assets.records import (
     CellRecord,
-    cell_dir,
     new_record_id,
     now_iso,
     write_artifact,
@@ -275,7 +274,7 @@ def run_cell(
         )
     ):
         detail = grade.oracle_detail
-    folder = cell_dir(artifacts, task_id, cell_key(arm_name, run), record_id)
+    folder = artifacts.cell(task_id, cell_key(arm_name, run), record_id)
     patch = transcript = None
     if grade is not None:
         patch = write_artifact(
@@ -362,7 +361,7 @@ def _alive(owner: str) -> bool:
 
 def remove_stale_work(artifacts: ArtifactStore) -> int:
     """Delete worktrees of cells whose process died (killed mid-cell); returns how many."""
-    root = artifacts.root / "work"
+    root = artifacts.work_root()
     if not root.is_dir():
         return 0
     n = 0

@@ -700,10 +700,9 @@ def ledger() -> None:
 def ledger_verify(path: Path | None, as_json: bool) -> None:
     """Check every entry's hash and the chain; exit 1 naming the first bad entry."""
     from bench_assets import ledger as ledger_mod
-    from bench_assets.defs.decision import ledger_path
     from bench_assets.store import ArtifactStore, default_artifact_root
 
-    target = path or ledger_path(ArtifactStore(default_artifact_root()))
+    target = path or ArtifactStore(default_artifact_root()).ledger()
     if not target.exists():
         _fail(f"no ledger at {target}", EXIT_INVALID)
     result = ledger_mod.verify(target)

@@ -15,7 +15,6 @@ from pydantic import BaseModel, ConfigDict
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_json
 from bench_assets.hashing import sha256_bytes, sha256_json
-from bench_assets.store import ArtifactStore
 
 SCHEMA_VERSION = 1
 
@@ -115,11 +114,6 @@ def new_record_id() -> str:
 def now_iso() -> str:
     """Current UTC time, ISO 8601."""
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def cell_dir(artifacts: ArtifactStore, task: str, cell: str, record_id: str) -> Path:
-    """Folder holding one record and its artifacts."""
-    return artifacts.root / "cells" / task / cell / record_id
 
 
 def write_artifact(folder: Path, name: str, data: bytes, truncated: bool = False) -> Artifact:

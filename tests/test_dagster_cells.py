@@ -25,6 +25,7 @@ from bench_assets.driver.instance import (
     materialize_inputs,
     sync_instance,
 )
+from bench_assets.store import ArtifactStore
 from tests.conftest import REPO_ROOT, make_bench, write_yaml
 from tests.staleness import stale_status
 from tests.test_cells import FIXED_CALC
@@ -191,7 +192,7 @@ def test_missing_bwrap_stops_before_any_cell(
     result = CliRunner().invoke(main, ["cells", "--run", "--tasks", str(root)])
     assert result.exit_code == 2, result.output
     assert "bubblewrap" in result.output and "apt-get install bubblewrap" in result.output
-    assert not (artifact_root / "cells").exists()
+    assert not ArtifactStore(artifact_root).cells_root().exists()
 
 
 def test_broken_bwrap_stops_before_any_cell(
@@ -209,7 +210,7 @@ def test_broken_bwrap_stops_before_any_cell(
     )
     assert result.exit_code == 2, result.output
     assert "sandbox preflight failed" in result.output and "namespace" in result.output
-    assert not (artifact_root / "cells").exists()
+    assert not ArtifactStore(artifact_root).cells_root().exists()
     assert root.exists()
 
 
@@ -258,6 +259,7 @@ def test_cli_cells_grade_and_try(tmp_path: Path, artifact_root: Path) -> None:
 def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Path) -> None:
     root = replay_bench(tmp_path)
     art = tmp_path / "art"
+    store = ArtifactStore(art)
     env = {**os.environ, "WFBENCH_ARTIFACTS": str(art)}
     cmd = [
         sys.executable,
@@ -280,7 +282,7 @@ def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Pat
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if list((art / "work").glob("*/tree/started")):
+        if list(store.work_root().glob("*/tree/started")):
             break
         time.sleep(0.1)
     else:
@@ -288,11 +290,11 @@ def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Pat
         pytest.fail("the agent never started")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not list((art / "cells").rglob("record.json")) if (art / "cells").exists() else True
+    cells_root = store.cells_root()
+    assert not list(cells_root.rglob("record.json")) if cells_root.exists() else True
     from bench_assets.cells import remove_stale_work
-    from bench_assets.store import ArtifactStore
 
-    assert remove_stale_work(ArtifactStore(art)) == 1
+    assert remove_stale_work(store) == 1
     done = subprocess.run(
         [*cmd[:-1], 'python -c "print(1)"'],
         env=env,
@@ -302,7 +304,7 @@ def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Pat
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert len(list((art / "cells").rglob("record.json"))) == 1
+    assert len(list(store.cells_root().rglob("record.json"))) == 1
 
 
 def test_secret_never_reaches_dagster_metadata(

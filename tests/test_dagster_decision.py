@@ -14,6 +14,7 @@ from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
 from bench_assets.driver.instance import materialize_decision
 from bench_assets.errorkinds import ErrorKind
+from bench_assets.store import ArtifactStore
 from tests.conftest import DEMO_TASKS
 from tests.test_dagster_cells import cells, replay_bench, run_all
 
@@ -128,7 +129,7 @@ def test_decision_is_recorded_with_lineage_report_and_ledger(
     monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
     ok = CliRunner().invoke(main, ["ledger", "verify"])
     assert ok.exit_code == 0 and "OK, 1 entries" in ok.output
-    ledger = art / "ledger" / "decisions.jsonl"
+    ledger = ArtifactStore(art).ledger()
     data = bytearray(ledger.read_bytes())
     pos = data.index(b'"insufficient_evidence"') + 2
     data[pos] = ord("X")

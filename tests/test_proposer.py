@@ -105,7 +105,7 @@ def test_failed_proposal_stops_the_generation_before_any_cell(
     result = CliRunner().invoke(main, ["evolve", "--tasks", str(root)])
     assert result.exit_code == 2, result.output
     assert "no overlay/ folder" in result.output
-    assert not (art / "cells").exists()
+    assert not ArtifactStore(art).cells_root().exists()
 
 
 def test_generation_with_an_agent_proposer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

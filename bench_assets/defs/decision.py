@@ -31,7 +31,6 @@ from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.hashing import sha256_json, short
 from bench_assets.records import load_record
-from bench_assets.store import ArtifactStore
 
 GROUP = "decision"
 OWNERS = ["team:wfbench"]
@@ -49,11 +48,6 @@ class DecisionConfig(dg.Config):
     """Generation id (e.g. g0007); empty for a decision made outside a generation."""
     aborted: bool = False
     """Set by the generation driver when the outage breaker tripped: never promotes."""
-
-
-def ledger_path(artifacts: ArtifactStore) -> Path:
-    """The decision ledger."""
-    return artifacts.root / "ledger" / "decisions.jsonl"
 
 
 def collect_task_inputs(
@@ -137,7 +131,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
     body = agg.model_dump(mode="json")
     digest = sha256_json(body)
-    path = atomic_write_json(bench.artifacts().root / "aggregates" / task / f"{digest}.json", body)
+    path = atomic_write_json(bench.artifacts().aggregate(task, digest), body)
     complete = not agg.missing_cells
     return dg.MaterializeResult(
         data_version=dg.DataVersion(digest),
@@ -271,11 +265,11 @@ def promotion_decision(
         "decision": decision.model_dump(mode="json"),
     }
     digest = sha256_json(body)
-    folder = artifacts.root / "decisions" / digest
+    folder = artifacts.decision(digest)
     atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"))
     decision_path = atomic_write_json(folder / "decision.json", body)
     entry = ledger_mod.append(
-        ledger_path(artifacts),
+        artifacts.ledger(),
         decision=decision.decision,
         decision_json=body,
         generation=config.generation or None,
@@ -355,7 +349,7 @@ def benchmark_report(
     aggs = _load_aggregates(context.instance, task_ids)
     view = {**body["decision"], "generation": body.get("generation")}
     markdown = report_mod.render_markdown(view, aggs)
-    folder = bench.artifacts().root / "reports" / str(md["digest"])
+    folder = bench.artifacts().report(str(md["digest"]))
     md_path = atomic_write_text(folder / "report.md", markdown)
     html_path = atomic_write_text(folder / "report.html", report_mod.render_html(view, aggs))
     return dg.MaterializeResult(

@@ -92,7 +92,7 @@ def history(
     """(generation ids, evaluated candidate ids) seen in the ledger and the decisions."""
     gens: list[str | None] = []
     cands: list[str | None] = []
-    path = artifacts.root / "ledger" / "decisions.jsonl"
+    path = artifacts.ledger()
     if path.exists():
         for entry in ledger_mod.read(path):
             gens.append(entry.generation)

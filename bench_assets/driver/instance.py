@@ -282,7 +282,6 @@ def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: 
     from pathlib import Path
 
     from bench_assets import apply as apply_mod
-    from bench_assets.defs.decision import ledger_path
     from bench_assets.errors import ApplyRefused
     from bench_assets.store import ArtifactStore, default_artifact_root
 
@@ -299,7 +298,7 @@ def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: 
         Path(body["overlay_files"]),
         expected=body["target_base_digests"],
         decision=body["decision"]["decision"],
-        ledger=ledger_path(ArtifactStore(root)),
+        ledger=ArtifactStore(root).ledger(),
         decision_json=body,
         generation=body.get("generation"),
         candidate=str(body.get("candidate")),

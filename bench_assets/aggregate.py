@@ -1,4 +1,4 @@
-"""Per-task aggregation of cell records, and measurement health (SPEC §8).
+"""Per-task aggregation of cell records, and measurement health (defined below).
 
 :func:`aggregate_task` folds every cell record of one task into one :class:`ArmAggregate` per arm
 (pandas does the folding). The rules, which the promotion gate and the report rely on:

@@ -1,4 +1,8 @@
-"""Apply a promoted candidate overlay to the incumbent skill tree (SPEC §10.2 step 5).
+"""Apply a promoted candidate overlay to the incumbent skill tree.
+
+This is the last step of a generation (:mod:`bench_assets.driver.evolve`), run when
+``apply.on_promote`` is set, or by ``wfbench apply``; see the README section "Generations, reuse
+and the gate".
 
 An overlay is a folder laid out like the skill tree; each of its files replaces or adds one file.
 Applying happens in two moments:

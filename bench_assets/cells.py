@@ -3,12 +3,13 @@
 :func:`run_cell` copies the sanitized template, installs the arm's skills, places the graph, runs
 setup, the agent session, ``verify`` and the hidden oracle, captures the patch, writes the record
 atomically, and removes the worktree. Nothing it does raises for a failing agent or a broken
-environment: each outcome becomes a record with a classified error kind (SPEC §6.4).
+environment: each outcome becomes a record with a classified error kind
+(:mod:`bench_assets.errorkinds`).
 
-:func:`cell_identity` lists everything a cell's result depends on (SPEC §10.1): harness version,
-arm configuration, model, effort, agent identity, sandbox backend, resource profile, and the data
+:func:`cell_identity` lists everything a cell's result depends on: harness version, arm
+configuration, model, effort, agent identity, sandbox backend, resource profile, and the data
 versions of binding, oracle, graph, skills and overlay. Equal identity means a stored record can be
-reused instead of paying for a new session.
+reused instead of paying for a new session (:mod:`bench_assets.planner` names what changed).
 """
 
 import os

@@ -1,7 +1,7 @@
 """The one error tree for failures a user must act on.
 
 Every message names the thing that is wrong and where to look (file, field, task id). The CLI maps
-the classes to exit codes (SPEC §11)::
+the classes to exit codes (README section "The command line")::
 
     WfbenchError                      base; never raised directly
     ├── InputError                    exit 2: invalid input or configuration, before any paid work

@@ -1,4 +1,7 @@
-"""Pure parts of a generation: ids, the candidate queue, and the outage breaker (SPEC §10.2).
+"""Pure parts of a generation: ids, the candidate queue, and the outage breaker.
+
+The generation itself is run by :mod:`bench_assets.driver.evolve`; see the README section
+"Generations, reuse and the gate".
 
 A generation id is ``g`` + four digits, one more than the highest id in the decision ledger.
 The queue proposer takes the first queued candidate (sorted by id) that no earlier generation

@@ -1,4 +1,6 @@
-"""The built-in code index of a Python source tree (SPEC §5.3).
+"""The built-in code index of a Python source tree.
+
+It is the default indexer of the sanitized code graph (:mod:`bench_assets.graph`).
 
 :func:`index_python_tree` turns every ``*.py`` file below a root into a graph of modules, classes,
 functions and external modules joined by ``defines``, ``imports`` and ``calls`` edges. Sources are

@@ -1,4 +1,7 @@
-"""The tamper-evident, append-only ledger of promotion decisions (SPEC §9, `wfbench ledger verify`).
+"""The tamper-evident, append-only ledger of promotion decisions (`wfbench ledger verify`).
+
+Every gate decision and every application is appended; see the README section "Generations,
+reuse and the gate".
 
 The ledger is a JSONL file, one entry per line, each line the canonical JSON
 (:func:`hashing.canonical_json`) of a :class:`LedgerEntry`::

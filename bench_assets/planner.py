@@ -1,4 +1,6 @@
-"""The generation planner: for every cell, ``run`` or ``reuse``, and exactly why (SPEC §10.1).
+"""The generation planner: for every cell, ``run`` or ``reuse``, and exactly why.
+
+The README section "Generations, reuse and the gate" gives the user's view of the same rules.
 
 Pure: it compares each cell's identity now (:func:`bench_assets.cells.cell_identity`) with the
 identity stored in its latest record, and names what changed:

@@ -1,4 +1,7 @@
-"""Agent proposers: a sandboxed agent writes the next candidate overlay (SPEC §10.2 step 2).
+"""Agent proposers: a sandboxed agent writes the next candidate overlay.
+
+Proposing is the step of a generation (:mod:`bench_assets.driver.evolve`) that picks the
+candidate, before anything is planned or paid for.
 
 The proposer's workspace holds a copy of the incumbent skill tree (``skills/``), a bounded and
 redacted evidence bundle from the previous generation (``evidence.json``: its decision reasons,

@@ -1,4 +1,6 @@
-"""The cell record (SPEC §7): one per cell materialization, stored as JSON beside its artifacts.
+"""The cell record: one per cell materialization, stored as JSON beside its artifacts.
+
+What a record holds is described in the README section "How a cell runs, and what it records".
 
 Layout: ``cells/<task>/<arm>.r<k>/<record id>/`` holds ``patch.diff``, ``transcript.jsonl``
 (redacted) and ``record.json``. The record is written last and atomically, so a crash or kill

@@ -1,12 +1,13 @@
 """A whole generation against a Dagster instance, in-process (``wfbench evolve``), no daemon.
 
-Order (SPEC §10.2): next generation id and candidate → sync partitions → containment preflight →
-``incumbent_skills`` and ``candidate_overlay`` → per task, the input assets in a ``graph_build``
-worker pool; as soon as a task's inputs are ready its cells are planned and the ones to pay for
-are submitted to an ``agent_sessions`` worker pool, so later tasks' graphs build while earlier
-tasks' sessions run → outage breaker over results in submission order → aggregates, decision,
-report, ledger → apply (if enabled). No run is launched for a cell that would only be reused:
-its previous materialization is the evidence. Every run is tagged ``wfbench/generation``.
+Order (the README section "Generations, reuse and the gate" tells the same from the outside): next
+generation id and candidate → sync partitions → containment preflight → ``incumbent_skills`` and
+``candidate_overlay`` → per task, the input assets in a ``graph_build`` worker pool; as soon as a
+task's inputs are ready its cells are planned and the ones to pay for are submitted to an
+``agent_sessions`` worker pool, so later tasks' graphs build while earlier tasks' sessions run →
+outage breaker over results in submission order → aggregates, decision, report, ledger → apply (if
+enabled). No run is launched for a cell that would only be reused: its previous materialization is
+the evidence. Every run is tagged ``wfbench/generation``.
 
 Workers are separate processes (``spawn``), each materializing one partition per run against the
 same instance, exactly as Dagster's own run launcher would.

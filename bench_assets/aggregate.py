@@ -50,10 +50,8 @@ from bench_assets.errors import EvidenceError
 from bench_assets.records import CellRecord
 
 SCHEMA_VERSION = 1
-NO_GENERATION = "-"
-"""How a record made outside any generation (a UI materialization) names its generation."""
-
-
+OUTSIDE_GENERATIONS = "outside any generation"
+"""How the reuse summary names evidence paid for outside any generation (a UI materialization)."""
 _MEDIANS: dict[str, str] = {
     "median_input_tokens": "input_tokens",
     "median_output_tokens": "output_tokens",
@@ -121,10 +119,10 @@ class AggregateInput(BaseModel):
         return self
 
     @property
-    def evidence_generation(self) -> str:
-        """The generation that paid for this evidence (``-`` when none)."""
+    def evidence_generation(self) -> str | None:
+        """The generation that paid for this evidence (``None``: made outside any generation)."""
         gen = self.source_generation if self.reused else None
-        return gen or self.record.generation or NO_GENERATION
+        return gen or self.record.generation
 
     @property
     def effective_data_version(self) -> str:
@@ -142,8 +140,8 @@ class CellEvidence(BaseModel):
     run: int
     record_id: str
     recorded_at: str
-    generation: str
-    """The generation that paid for the evidence (``-`` when none)."""
+    generation: str | None
+    """The generation that paid for the evidence (``None``: made outside any generation)."""
     reused: bool
     run_id: str | None
     source_run_id: str | None
@@ -458,7 +456,12 @@ def aggregate_task(
             verify_pass_oracle_fail=count("disagree"),
             fresh_runs=count("fresh"),
             reused_runs=count("reused"),
-            reused_from_generations=sorted(set(sub.loc[sub["reused"], "generation"])),
+            reused_from_generations=sorted(
+                {
+                    g if isinstance(g, str) else OUTSIDE_GENERATIONS
+                    for g in sub.loc[sub["reused"], "generation"]
+                }
+            ),
             health=ArmHealth.from_counts(
                 count("fresh"), count("admissible"), (str(x) for x in failed_kinds)
             ),

@@ -266,28 +266,23 @@ def schema(tasks_dir: Path, check: bool) -> None:
         click.echo(f"wrote {path}")
 
 
-def _cell_row(md: dict[str, Any]) -> dict[str, Any]:
-    from bench_assets.cellkeys import parse_cell_key
-
-    arm, run = parse_cell_key(str(md["cell"]))
-
-    def measured(v: Any) -> Any:
-        return None if v in (None, "unmeasured") else v
-
+def _cell_row(view: Any) -> dict[str, Any]:
+    r = view.record
     return {
-        "task": md["task"],
-        "arm": arm,
-        "run": run,
-        "verify": md.get("verify_passed"),
-        "oracle": md.get("oracle_passed"),
-        "resolved": md.get("resolved"),
-        "cost_usd": measured(md.get("cost_usd")),
-        "tokens": measured(md.get("total_tokens")),
-        "turns": measured(md.get("turns")),
-        "error_kind": None if md.get("error_kind") in (None, "-") else md.get("error_kind"),
-        "reused": bool(md.get("reused")),
-        "generation": None if md.get("generation") in (None, "-") else md.get("generation"),
-        "record_path": md.get("record_path"),
+        "task": view.task,
+        "arm": r.arm,
+        "run": r.run,
+        "verify": r.verify_passed,
+        "oracle": r.oracle_passed,
+        "resolved": r.resolved,
+        "cost_usd": r.cost_usd,
+        "tokens": r.total_tokens,
+        "turns": r.turns,
+        "error_kind": r.error_kind.value if r.error_kind else None,
+        "reused": view.materialization.reused,
+        "generation": r.generation,
+        "source_run_id": view.source_run_id,
+        "record_path": view.materialization.record_path,
     }
 
 
@@ -383,7 +378,7 @@ def cells(
             )
         except StepFailed as e:
             _fail_step(e)
-    rows = [_cell_row(md) for md in latest_cells(instance, task_ids, str(bench.root))]
+    rows = [_cell_row(v) for v in latest_cells(instance, task_ids, str(bench.root))]
     if as_json:
         for r in rows:
             click.echo(json.dumps(r))
@@ -625,45 +620,50 @@ def explain(generation: str, as_json: bool) -> None:
     The same answer as the promotion_decision asset's metadata in the UI, from the stored
     decision document; reused evidence names the generation and run it came from.
     """
-    md = _find_decision(_instance(), generation)
-    body = json.loads(Path(str(md["decision_path"])).read_text(encoding="utf-8"))
-    if as_json:
-        click.echo(json.dumps(body, indent=2))
-        return
-    d = body["decision"]
-    click.echo(f"generation {body.get('generation') or '-'}: {d['decision']}")
-    click.echo(
-        f"candidate {body.get('candidate')} (overlay {short(str(body.get('overlay_digest')))}"
-        f") as arm {d['candidate_arm']} vs incumbent arm {d['incumbent_arm']} "
-        f"(skills {short(str(body.get('incumbent_skills_digest')))})"
-    )
-    pol = d["policy"]
-    click.echo(
-        f"policy {d['policy_name']}: metric {d['metric']}, min_runs {pol['min_runs']}, "
-        f"min_improvement {pol['min_improvement']}, resolve_margin {pol['resolve_margin']}, "
-        f"confidence {pol['confidence']}, seed {pol['seed']}"
-    )
-    click.echo(f"evidence expires {d.get('evidence_expires_at') or '-'}; run {md.get('run_id')}")
-    click.echo("\nreasons:")
-    for reason in d["reasons"]:
-        click.echo(f"  - {reason}")
+    from bench_assets.documents import load_decision
     from bench_assets.report import TASK_COLUMNS, task_rows
 
+    md = _find_decision(_instance(), generation)
+    path = Path(str(md["decision_path"]))
+    if as_json:
+        click.echo(json.dumps(json.loads(path.read_text(encoding="utf-8")), indent=2))
+        return
+    doc = load_decision(path)
+    d = doc.decision
+    click.echo(f"generation {doc.generation or '(none)'}: {d.decision}")
+    click.echo(
+        f"candidate {doc.candidate} (overlay {short(doc.overlay_digest)}"
+        f") as arm {d.candidate_arm} vs incumbent arm {d.incumbent_arm} "
+        f"(skills {short(doc.incumbent_skills_digest)})"
+    )
+    pol = d.policy
+    click.echo(
+        f"policy {d.policy_name}: metric {d.metric}, min_runs {pol.min_runs}, "
+        f"min_improvement {pol.min_improvement}, resolve_margin {pol.resolve_margin}, "
+        f"confidence {pol.confidence}, seed {pol.seed}"
+    )
+    expires = d.evidence_expires_at.isoformat() if d.evidence_expires_at else "(no evidence)"
+    click.echo(f"evidence expires {expires}; decided in run {md.get('run_id')}")
+    click.echo("\nreasons:")
+    for reason in d.reasons:
+        click.echo(f"  - {reason}")
     click.echo("\ntasks:")
-    rows = [TASK_COLUMNS[:-1], *[r[:-1] for r in task_rows(d)]]
+    table = task_rows(d)
+    rows = [TASK_COLUMNS[:-1], *[r[:-1] for r in table]]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for n, r in enumerate(rows):
         line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
-        why = "" if n == 0 else f"  {task_rows(d)[n - 1][-1]}"
+        why = "" if n == 0 else f"  {table[n - 1][-1]}"
         click.echo(f"  {line}{why}")
     click.echo("\nevidence cells:")
-    for e in d["evidence"]:
-        origin = "reused" if e["reused"] else "fresh"
-        outcome = e.get("error_kind") or "resolved"
-        counted = "" if e["task_counted"] else " (task not counted)"
+    for e in d.evidence:
+        lin = doc.lineage_of(e.task, e.arm, e.run)
+        origin = lin.source() if lin else ("reused" if e.reused else "fresh")
+        outcome = e.error_kind.value if e.error_kind else "valid"
+        counted = "" if e.task_counted else " (task not counted)"
         click.echo(
-            f"  {e['task']} {e['arm']}.r{e['run']}: {origin}, generation "
-            f"{e.get('generation') or '-'}, data version {short(e['data_version'])}, "
+            f"  {e.task} {e.arm}.r{e.run}: {origin}, generation "
+            f"{e.generation or '(none)'}, data version {short(e.data_version)}, "
             f"{outcome}{counted}"
         )
 

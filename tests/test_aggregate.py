@@ -378,7 +378,7 @@ def test_fresh_and_reused_counts_and_generations() -> None:
     agg = aggregate_task("alpha", cells("w", 5), inputs)
     w = agg.arms["w"]
     assert (w.fresh_runs, w.reused_runs, w.resolved_fresh, w.resolved) == (1, 4, 1, 5)
-    assert w.reused_from_generations == ["-", "g0001", "g0003"]
+    assert w.reused_from_generations == ["g0001", "g0003", "outside any generation"]
     ev = {e.cell: e for e in agg.evidence}
     assert [e.cell for e in agg.evidence] == cells("w", 5)
     assert (ev["w.r0"].reused, ev["w.r0"].run_id, ev["w.r0"].generation) == (

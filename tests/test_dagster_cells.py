@@ -142,7 +142,8 @@ def test_unchanged_cells_are_reused_without_any_process(
     for cell, rec in second.items():
         assert rec["reused"] is True, cell
         assert rec["data_version"] == first[cell]["data_version"], cell
-        assert rec["reused_from_generation"] == "g0001"
+        assert rec["generation"] == "g0001", "the generation that paid for the record"
+        assert rec["reused_from_run"] == first[cell]["run_id"], "names the paying run"
         assert rec["record_path"] == first[cell]["record_path"]
 
     forced = {r["cell"]: r for r in cells(instance, root, art, force=True, generation="g0003")}
@@ -177,7 +178,7 @@ def test_a_new_overlay_makes_only_candidate_cells_stale(tmp_path: Path, instance
         # The identity changed too, so the next materialization pays for the candidate only.
         again = {r["cell"]: r for r in cells(instance, root, art, generation="g0002")}
         assert again["cand.r0"]["reused"] is False and again["cand.r0"]["ran_because"] == (
-            "identity changed"
+            "candidate cell: always paid for a new overlay"
         )
         assert again["workflow.r0"]["reused"] is True
     finally:

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from bench_assets import gate
 from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.driver.instance import materialize_decision
+from bench_assets.documents import load_decision
+from bench_assets.driver.instance import decision_records, materialize_decision
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.store import ArtifactStore
 from tests.conftest import DEMO_TASKS
@@ -154,7 +155,15 @@ def test_explain_names_policy_tasks_and_evidence(
     assert res.exit_code == 0, res.output
     assert "generation g0002: insufficient_evidence" in res.output
     assert "policy paired" in res.output
-    assert "alpha workflow.r0: reused, generation g0001" in res.output
+    g1 = {md["generation"]: md for md in decision_records(instance)}["g0001"]
+    g1_doc = load_decision(Path(str(g1["decision_path"])))
+    paid = g1_doc.lineage_of("alpha", "workflow", 0)
+    assert paid is not None and paid.run_id and not paid.reused
+    # Reused evidence names the run that paid for it (and its generation), never "None".
+    assert f"alpha workflow.r0: reused from run {paid.run_id} (g0001)" in res.output
+    assert "None" not in res.output
+    table = str(decision_records(instance, limit=1)[0]["evidence"])
+    assert f"reused from run {paid.run_id} (g0001)" in table and "None" not in table
     assert json.loads(first.output)["generation"] == "g0001"
 
 

@@ -6,7 +6,6 @@ used (partition, run id, data version, generation, reused or not and from which 
 """
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +26,10 @@ from bench_assets.defs.resources import (
     record_metadata,
     upstream_metadata,
 )
+from bench_assets.documents import CellLineage, DecisionDocument, load_cell, load_decision
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.hashing import sha256_json, short
-from bench_assets.records import load_record
 
 GROUP = "decision"
 OWNERS = ["team:wfbench"]
@@ -65,20 +64,19 @@ def collect_task_inputs(
     for asset, cell in planned:
         key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
         rec = latest_record(instance, asset, key)
-        if rec is None:
+        view = load_cell(task, cell, asset, record_metadata(rec)) if rec is not None else None
+        if view is None:
             continue
-        md = record_metadata(rec)
-        record = load_record(Path(str(md["record_path"])))
-        carried = bool(generation) and record.generation != generation
-        reused = bool(md.get("reused")) or carried
+        carried = bool(generation) and view.record.generation != generation
+        reused = view.materialization.reused or carried
         out.append(
             agg_mod.AggregateInput(
-                record=record,
+                record=view.record,
                 reused=reused,
-                run_id=rec.run_id,
-                source_run_id=str(md.get("reused_from_run")) if reused else None,
-                source_generation=record.generation if reused else None,
-                data_version=str(md.get("dagster/data_version") or record.data_version),
+                run_id=view.run_id,
+                source_run_id=view.source_run_id if reused else None,
+                source_generation=view.record.generation if reused else None,
+                data_version=view.data_version or view.record.data_version,
             )
         )
     return out
@@ -137,7 +135,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
         data_version=dg.DataVersion(digest),
         metadata={
             "table": dg.MetadataValue.md(agg_mod.to_markdown(agg)),
-            "missing_cells": ", ".join(agg.missing_cells) or "-",
+            "missing_cells": ", ".join(agg.missing_cells) or None,
             "cells": len(agg.evidence),
             "record_path": dg.MetadataValue.path(str(path)),
             "digest": digest,
@@ -146,7 +144,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
             dg.AssetCheckResult(
                 check_name="aggregates_complete",
                 passed=complete,
-                metadata={"missing": ", ".join(agg.missing_cells) or "-", "planned": len(planned)},
+                metadata={"missing": ", ".join(agg.missing_cells) or None, "planned": len(planned)},
             )
         ],
     )
@@ -204,7 +202,7 @@ def gate_input(
             error_kind=e.error_kind,  # type: ignore[arg-type]
             metric=_metric(e, bench.config.policy.metric),
             reused=e.reused,
-            generation=None if e.generation in ("", "-") else e.generation,
+            generation=e.generation,
             record_id=e.record_id,
             data_version=e.data_version,
             recorded_at=dt.datetime.fromisoformat(e.recorded_at),
@@ -251,19 +249,31 @@ def promotion_decision(
     decision = gate_mod.decide(inp)
     overlay_md = upstream_metadata(context.instance, candidate_overlay.key, None)
     skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)
-    body = {
-        "generation": config.generation or None,
-        "candidate": overlay_md.get("candidate"),
-        "overlay_digest": overlay_md.get("digest"),
-        "incumbent_skills_digest": skills_md.get("digest"),
-        "overlay_files": str(Path(str(overlay_md["record_path"])) / "files"),
-        "skills_dir": str(b.skills_dir),
-        # What a later `wfbench apply` compares against: the incumbent files the overlay replaces.
-        "target_base_digests": apply_mod.plan_application(
-            b.skills_dir, Path(str(overlay_md["record_path"])) / "files"
-        ),
-        "decision": decision.model_dump(mode="json"),
-    }
+    overlay_files = Path(str(overlay_md["record_path"])) / "files"
+    evidence = {(a.task, e.cell): e for a in aggs for e in a.evidence}
+    doc = DecisionDocument(
+        generation=config.generation or None,
+        candidate=str(overlay_md["candidate"]),
+        overlay_digest=str(overlay_md["digest"]),
+        incumbent_skills_digest=str(skills_md["digest"]),
+        overlay_files=str(overlay_files),
+        skills_dir=str(b.skills_dir),
+        target_base_digests=apply_mod.plan_application(b.skills_dir, overlay_files),
+        decision=decision,
+        lineage=[
+            CellLineage(
+                task=task,
+                cell=e.cell,
+                run_id=e.run_id,
+                data_version=e.data_version,
+                generation=e.generation,
+                reused=e.reused,
+                source_run_id=e.source_run_id,
+            )
+            for (task, _), e in sorted(evidence.items())
+        ],
+    )
+    body = doc.model_dump(mode="json")
     digest = sha256_json(body)
     folder = artifacts.decision(digest)
     atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"))
@@ -272,38 +282,37 @@ def promotion_decision(
         artifacts.ledger(),
         decision=decision.decision,
         decision_json=body,
-        generation=config.generation or None,
-        candidate=str(overlay_md.get("candidate")),
+        generation=doc.generation,
+        candidate=doc.candidate,
         payload={"decision_path": str(decision_path)},
     )
-    cell_runs = {(a.task, e.arm, e.run): e for a in aggs for e in a.evidence}
     evidence_rows = []
     for e in decision.evidence:
-        src = cell_runs.get((e.task, e.arm, e.run))
+        lin = doc.lineage_of(e.task, e.arm, e.run)
         evidence_rows.append(
             [
                 f"{e.task} · {e.arm}.r{e.run}",
-                src.run_id if src and src.run_id else "-",
+                (lin.run_id if lin else None) or "(no run)",
                 short(e.data_version),
-                e.generation or "-",
-                "reused from " + (src.source_run_id or "?") if e.reused and src else "fresh",
-                e.error_kind.value if e.error_kind else "-",
+                e.generation or "(none)",
+                lin.source() if lin else "(no lineage)",
+                e.error_kind.value if e.error_kind else "",
                 "yes" if e.task_counted else "no",
             ]
         )
     metadata: dict[str, Any] = {
         "decision": decision.decision,
         "policy": decision.policy_name,
-        "generation": config.generation or "-",
-        "candidate": str(overlay_md.get("candidate")),
-        "overlay_digest": str(overlay_md.get("digest")),
-        "incumbent_skills_digest": str(skills_md.get("digest")),
-        "evidence_expires_at": str(decision.evidence_expires_at or "-"),
+        "generation": doc.generation,
+        "candidate": doc.candidate,
+        "overlay_digest": doc.overlay_digest,
+        "incumbent_skills_digest": doc.incumbent_skills_digest,
+        "evidence_expires_at": (
+            decision.evidence_expires_at.isoformat() if decision.evidence_expires_at else None
+        ),
         "reasons": dg.MetadataValue.md("\n".join(f"- {r}" for r in decision.reasons)),
         "tasks": dg.MetadataValue.md(
-            report_mod.markdown_table(
-                report_mod.TASK_COLUMNS, report_mod.task_rows(decision.model_dump(mode="json"))
-            )
+            report_mod.markdown_table(report_mod.TASK_COLUMNS, report_mod.task_rows(decision))
         ),
         "evidence": dg.MetadataValue.md(
             report_mod.markdown_table(
@@ -344,14 +353,13 @@ def benchmark_report(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Render the report of the latest decision."""
     md = upstream_metadata(context.instance, promotion_decision.key, None)
-    body = json.loads(Path(str(md["decision_path"])).read_text())
+    doc = load_decision(Path(str(md["decision_path"])))
     task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     aggs = _load_aggregates(context.instance, task_ids)
-    view = {**body["decision"], "generation": body.get("generation")}
-    markdown = report_mod.render_markdown(view, aggs)
+    markdown = report_mod.render_markdown(doc, aggs)
     folder = bench.artifacts().report(str(md["digest"]))
     md_path = atomic_write_text(folder / "report.md", markdown)
-    html_path = atomic_write_text(folder / "report.html", report_mod.render_html(view, aggs))
+    html_path = atomic_write_text(folder / "report.html", report_mod.render_html(doc, aggs))
     return dg.MaterializeResult(
         data_version=dg.DataVersion(sha256_json({"md": markdown})),
         metadata={

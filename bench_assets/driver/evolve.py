@@ -29,6 +29,7 @@ from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import cell_identity, make_adapter, remove_stale_work
 from bench_assets.defs.resources import latest_metadata
+from bench_assets.documents import load_cell, load_decision
 from bench_assets.driver.instance import (
     StepFailed,
     decision_records,
@@ -40,7 +41,6 @@ from bench_assets.driver.instance import (
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.generation import OutageBreaker, next_candidate, next_generation
 from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
-from bench_assets.records import load_record
 from bench_assets.store import ArtifactStore, default_artifact_root
 
 GEN_TAG = "wfbench/generation"
@@ -100,7 +100,8 @@ def history(
             if entry.decision != "applied":
                 cands.append(entry.candidate)
     for md in decision_records(instance):
-        gens.append(str(md.get("generation")))
+        if md.get("generation"):
+            gens.append(str(md["generation"]))
     return gens, cands
 
 
@@ -122,8 +123,6 @@ def propose_candidate(
     bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
 ) -> tuple[str, str, Benchmark]:
     """Run the proposer agent for the next generation; returns (generation, candidate, bench)."""
-    import json as _json
-
     from bench_assets.catalog import load_benchmark as _load
     from bench_assets.proposer import evidence_bundle, propose
     from bench_assets.redact import from_environment
@@ -133,11 +132,8 @@ def propose_candidate(
     previous = decision_records(instance, limit=1)
     body = None
     if previous and Path(str(previous[0].get("decision_path", ""))).is_file():
-        body = _json.loads(Path(str(previous[0]["decision_path"])).read_text(encoding="utf-8"))
-    cells = [
-        {**md, "arm": str(md.get("cell", "")).rsplit(".r", 1)[0]}
-        for md in latest_cells(instance, bench.task_ids(), str(bench.root))
-    ]
+        body = load_decision(Path(str(previous[0]["decision_path"])))
+    cells = latest_cells(instance, bench.task_ids(), str(bench.root))
     redactor = from_environment(bench.config.proposer.env)
     cid = propose(bench, artifacts, generation, evidence_bundle(body, cells, redactor), redactor)
     return generation, cid, _load(bench.root)
@@ -153,20 +149,11 @@ def prior_cells(
     out: dict[tuple[str, str, int], PriorCell | None] = {}
     for t, arm, run in keys:
         asset = "candidate_cells" if roles[arm] == "candidate" else "comparator_cells"
-        pk = str(dg.MultiPartitionKey({"task": t, "cell": f"{arm}.r{run}"}))
+        cell = f"{arm}.r{run}"
+        pk = str(dg.MultiPartitionKey({"task": t, "cell": cell}))
         md = latest_metadata(instance, asset, pk)
-        if not md or not Path(str(md.get("record_path", ""))).is_file():
-            out[(t, arm, run)] = None
-            continue
-        rec = load_record(Path(str(md["record_path"])))
-        out[(t, arm, run)] = PriorCell(
-            identity=rec.identity,
-            identity_digest=str(md["identity_digest"]),
-            error_kind=rec.error_kind,
-            recorded_at=dt.datetime.fromisoformat(rec.recorded_at),
-            generation=rec.generation,
-            run_id=str(md.get("run_id") or "") or None,
-        )
+        view = load_cell(t, cell, asset, md) if md else None
+        out[(t, arm, run)] = PriorCell.from_view(view) if view else None
     return out
 
 
@@ -335,7 +322,7 @@ def evolve(
             cells.append(md)
             verdict = "resolved" if md.get("resolved") else str(kind)
             progress(f"  [{judged + 1}/{len(submitted)}] {pc.task} {pc.cell}: {verdict}")
-            breaker.observe(None if kind in (None, "-") else ErrorKind(str(kind)))
+            breaker.observe(ErrorKind(str(kind)) if kind else None)
             judged += 1
         if breaker.tripped:
             for _, fut in submitted[judged:]:

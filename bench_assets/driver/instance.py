@@ -13,6 +13,7 @@ import dagster as dg
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata
+from bench_assets.documents import CellView, load_cell, load_decision
 from bench_assets.sync import SyncPlan, plan_sync
 
 AGENT_POOL = "agent_sessions"
@@ -203,19 +204,20 @@ def materialize_cells(
 
 def latest_cells(
     instance: dg.DagsterInstance, task_ids: list[str], tasks_dir: str
-) -> list[dict[str, object]]:
-    """The latest materialization metadata of every cell partition that has one."""
+) -> list[CellView]:
+    """Every cell partition's latest materialization with its record (record gone: left out)."""
     from bench_assets.defs.cells import bench_cell_keys
 
     comparator_keys, candidate_keys = bench_cell_keys(tasks_dir)
-    out: list[dict[str, object]] = []
+    out: list[CellView] = []
     for name, keys in (("comparator_cells", comparator_keys), ("candidate_cells", candidate_keys)):
         for task in task_ids:
             for cell in keys:
                 key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
                 md = latest_metadata(instance, name, key)
-                if md:
-                    out.append({"task": task, "cell": cell, "asset": name, **md})
+                view = load_cell(task, cell, name, md) if md else None
+                if view is not None:
+                    out.append(view)
     return out
 
 
@@ -278,7 +280,6 @@ def decision_records(instance: dg.DagsterInstance, limit: int = 200) -> list[dic
 
 def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: str) -> object:
     """Apply the latest (or the given generation's) promoted overlay to the incumbent skills."""
-    import json
     from pathlib import Path
 
     from bench_assets import apply as apply_mod
@@ -291,15 +292,15 @@ def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: 
     )
     if chosen is None:
         raise ApplyRefused(f"no promotion decision{' for ' + generation if generation else ''}")
-    body = json.loads(Path(str(chosen["decision_path"])).read_text(encoding="utf-8"))
+    doc = load_decision(Path(str(chosen["decision_path"])))
     root = Path(artifacts_root).resolve() if artifacts_root else default_artifact_root()
     return apply_mod.apply_overlay(
-        Path(body["skills_dir"]),
-        Path(body["overlay_files"]),
-        expected=body["target_base_digests"],
-        decision=body["decision"]["decision"],
+        Path(doc.skills_dir),
+        Path(doc.overlay_files),
+        expected=doc.target_base_digests,
+        decision=doc.decision.decision,
         ledger=ArtifactStore(root).ledger(),
-        decision_json=body,
-        generation=body.get("generation"),
-        candidate=str(body.get("candidate")),
+        decision_json=doc.model_dump(mode="json"),
+        generation=doc.generation,
+        candidate=doc.candidate,
     )

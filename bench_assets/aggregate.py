@@ -25,7 +25,7 @@
 * **verify✓oracle✗** counts valid runs whose visible ``verify`` passed while the hidden oracle ran
   and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal). A
   run whose oracle was unavailable did not fail the oracle and is not counted.
-* **health** (seed harness §8) looks only at fresh attempts. A fresh attempt is *admissible* when
+* **health** (as the original harness defined it) looks only at fresh attempts. A fresh attempt is *admissible* when
   it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the skill under test was
   never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh attempts, none admissible;
   ``DEGRADED``: some failures, at least one admissible; ``OBSERVED_OK``: no failure. A resolve
@@ -34,6 +34,9 @@
 :func:`arm_health` sums health across tasks and :func:`unusable_incumbent` lists the incumbent arms
 whose summed health is ``UNUSABLE`` — the generation must fail loudly on those, after its evidence
 is written. Everything here is plain Python; no Dagster.
+
+The file is a little over 500 lines because this docstring is the specification of the rules
+above; the code itself is under 450 lines.
 """
 
 import enum
@@ -540,91 +543,3 @@ def unusable_incumbent(aggs: Iterable[TaskAggregate], incumbent_arms: Iterable[s
     return sorted(
         arm for arm, h in health.items() if arm in wanted and h.status is HealthStatus.UNUSABLE
     )
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    """A median for people: ``n/a`` when unmeasured; integral values without decimals."""
-    if value is None:
-        return "n/a"
-    if digits == 0 and float(value).is_integer():
-        return f"{int(value)}"
-    return f"{value:.{max(digits, 1)}f}"
-
-
-def _rate(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def to_markdown(agg: TaskAggregate) -> str:
-    """The per-arm table of one task as Markdown (medians over valid runs).
-
-    Args:
-        agg: The task aggregate.
-
-    Returns:
-        A heading, the table, and a line listing missing cells when there are any. Unmeasured
-        values are shown as ``n/a``; churn is ``files/+insertions/−deletions``.
-    """
-    head = [
-        "arm",
-        "resolved/valid",
-        "pass@1",
-        "pass^k",
-        "median cost $",
-        "tokens",
-        "turns",
-        "wall s",
-        "churn",
-        "excluded",
-        "verify✓oracle✗",
-        "fresh/reused",
-        "health",
-    ]
-    cls = f" ({agg.task_class})" if agg.task_class else ""
-    lines = [
-        f"### {_cell(agg.task)}{cls}",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join(" --- " for _ in head) + "|",
-    ]
-    for a in agg.arms.values():
-        pass_k = "n/a" if a.pass_k is None else f"{a.pass_k:.2f} (k={a.k})"
-        cost = "n/a" if a.median_cost_usd is None else f"{a.median_cost_usd:.4f}"
-        churn = (
-            f"{_num(a.median_churn_files)}/+{_num(a.median_churn_insertions)}"
-            f"/−{_num(a.median_churn_deletions)}"
-            if a.median_churn_files is not None
-            else "n/a"
-        )
-        excluded = str(a.excluded_runs)
-        if a.excluded_kinds:
-            excluded += " (" + ", ".join(f"{k}×{n}" for k, n in a.excluded_kinds.items()) + ")"
-        reuse = f"{a.fresh_runs}/{a.reused_runs}"
-        if a.reused_from_generations:
-            reuse += " (from " + ", ".join(a.reused_from_generations) + ")"
-        health = a.health.status.value
-        if a.health.reasons:
-            health += " (" + ", ".join(a.health.reasons) + ")"
-        row = [
-            a.arm,
-            f"{a.resolved}/{a.valid_runs}",
-            _rate(a.pass_at_1),
-            pass_k,
-            cost,
-            _num(a.median_total_tokens),
-            _num(a.median_turns),
-            _num(a.median_duration_s, 1),
-            churn,
-            excluded,
-            str(a.verify_pass_oracle_fail),
-            reuse,
-            health,
-        ]
-        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
-    if agg.missing_cells:
-        lines += ["", f"Missing cells ({len(agg.missing_cells)}): {', '.join(agg.missing_cells)}"]
-    return "\n".join(lines) + "\n"

@@ -48,6 +48,9 @@ files and their ``.bak`` backups on disk, without a ledger entry.
 
 Tests inject failures through the ``hook`` argument of :func:`apply_overlay` (see
 :data:`ApplyHook`).
+
+Why one file over 500 lines: the crash-safety argument (check, stage, compare-and-swap commit,
+rollback, ledger entry) has to be read as one piece; every phase is a section below.
 """
 
 import contextlib

@@ -3,6 +3,9 @@
 Every model forbids unknown keys and uses strict types (YAML ``"3"`` is not the integer 3, ``yes``
 written as a string is not a boolean). Field docstrings become the descriptions in the generated
 JSON Schema (``tasks/schema/``), which editors use for completion.
+
+Why one file over 500 lines: it is the whole user-facing file format in one place, mirrored
+one-to-one by the generated JSON Schemas; splitting it would scatter one schema across modules.
 """
 
 import re

@@ -272,3 +272,91 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _median_text(value: float | None, digits: int = 0) -> str:
+    """A median for people: ``n/a`` when unmeasured; integral values without decimals."""
+    if value is None:
+        return "n/a"
+    if digits == 0 and float(value).is_integer():
+        return f"{int(value)}"
+    return f"{value:.{max(digits, 1)}f}"
+
+
+def _rate_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def aggregate_markdown(agg: TaskAggregate) -> str:
+    """The per-arm table of one task as Markdown (medians over valid runs).
+
+    Args:
+        agg: The task aggregate.
+
+    Returns:
+        A heading, the table, and a line listing missing cells when there are any. Unmeasured
+        values are shown as ``n/a``; churn is ``files/+insertions/−deletions``.
+    """
+    head = [
+        "arm",
+        "resolved/valid",
+        "pass@1",
+        "pass^k",
+        "median cost $",
+        "tokens",
+        "turns",
+        "wall s",
+        "churn",
+        "excluded",
+        "verify✓oracle✗",
+        "fresh/reused",
+        "health",
+    ]
+    cls = f" ({agg.task_class})" if agg.task_class else ""
+    lines = [
+        f"### {_md_cell(agg.task)}{cls}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join(" --- " for _ in head) + "|",
+    ]
+    for a in agg.arms.values():
+        pass_k = "n/a" if a.pass_k is None else f"{a.pass_k:.2f} (k={a.k})"
+        cost = "n/a" if a.median_cost_usd is None else f"{a.median_cost_usd:.4f}"
+        churn = (
+            f"{_median_text(a.median_churn_files)}/+{_median_text(a.median_churn_insertions)}"
+            f"/−{_median_text(a.median_churn_deletions)}"
+            if a.median_churn_files is not None
+            else "n/a"
+        )
+        excluded = str(a.excluded_runs)
+        if a.excluded_kinds:
+            excluded += " (" + ", ".join(f"{k}×{n}" for k, n in a.excluded_kinds.items()) + ")"
+        reuse = f"{a.fresh_runs}/{a.reused_runs}"
+        if a.reused_from_generations:
+            reuse += " (from " + ", ".join(a.reused_from_generations) + ")"
+        health = a.health.status.value
+        if a.health.reasons:
+            health += " (" + ", ".join(a.health.reasons) + ")"
+        row = [
+            a.arm,
+            f"{a.resolved}/{a.valid_runs}",
+            _rate_text(a.pass_at_1),
+            pass_k,
+            cost,
+            _median_text(a.median_total_tokens),
+            _median_text(a.median_turns),
+            _median_text(a.median_duration_s, 1),
+            churn,
+            excluded,
+            str(a.verify_pass_oracle_fail),
+            reuse,
+            health,
+        ]
+        lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+    if agg.missing_cells:
+        lines += ["", f"Missing cells ({len(agg.missing_cells)}): {', '.join(agg.missing_cells)}"]
+    return "\n".join(lines) + "\n"

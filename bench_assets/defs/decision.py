@@ -134,7 +134,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     return dg.MaterializeResult(
         data_version=dg.DataVersion(digest),
         metadata={
-            "table": dg.MetadataValue.md(agg_mod.to_markdown(agg)),
+            "table": dg.MetadataValue.md(report_mod.aggregate_markdown(agg)),
             "missing_cells": ", ".join(agg.missing_cells) or None,
             "cells": len(agg.evidence),
             "record_path": dg.MetadataValue.path(str(path)),

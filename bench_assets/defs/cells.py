@@ -121,7 +121,10 @@ def bench_cell_keys(tasks_dir: str | None = None) -> tuple[list[str], list[str]]
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str, str]:
     key = context.partition_key
-    assert isinstance(key, dg.MultiPartitionKey), key
+    if not isinstance(key, dg.MultiPartitionKey):  # a run launched with a plain partition tag
+        pdef = context.assets_def.partitions_def
+        assert isinstance(pdef, dg.MultiPartitionsDefinition), pdef
+        key = pdef.get_partition_key_from_str(str(key))
     dims = key.keys_by_dimension
     return dims["task"], dims["cell"]
 

@@ -14,6 +14,7 @@ from bench_assets.catalog import Benchmark
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.documents import CellView, load_cell, load_decision
+from bench_assets.errors import WfbenchError, error_class
 from bench_assets.sync import SyncPlan, plan_sync
 
 AGENT_POOL = "agent_sessions"
@@ -126,7 +127,7 @@ def _run(result: dg.ExecuteInProcessResult) -> None:
             while info is not None:
                 chain.append(info)
                 info = info.cause
-            ours = [c for c in chain if c.cls_name and _is_wfbench_error(c.cls_name)]
+            ours = [c for c in chain if c.cls_name and error_class(c.cls_name) is not None]
             chosen = ours[0] if ours else chain[-1] if chain else None
             name = chosen.cls_name if chosen is not None else "Error"
             message = chosen.message.strip() if chosen is not None else "step failed"
@@ -144,12 +145,10 @@ class StepFailed(Exception):
     def __str__(self) -> str:
         return f"{self.step} failed: {self.message}"
 
-
-def _is_wfbench_error(cls_name: str) -> bool:
-    from bench_assets import errors
-
-    cls = getattr(errors, cls_name, None)
-    return isinstance(cls, type) and issubclass(cls, errors.WfbenchError)
+    @property
+    def error_class(self) -> type[WfbenchError] | None:
+        """The :mod:`bench_assets.errors` class the step failed with; None if not one of them."""
+        return error_class(self.cls_name)
 
 
 def materialize_cells(

@@ -1,0 +1,156 @@
+"""Commands on generations of candidates: evolve, plan, apply."""
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bench_assets.catalog import load_benchmark
+from bench_assets.cli.common import (
+    EXIT_FAILED,
+    artifact_store,
+    fail_step,
+    json_option,
+    open_instance,
+    progress,
+    tasks_option,
+)
+from bench_assets.hashing import short
+
+
+@click.command()
+@tasks_option
+@json_option("Print generation, candidate, decision, paid_cells, reused_cells, aborted.")
+def evolve(tasks_dir: Path, as_json: bool) -> None:
+    """Run one generation now, in-process, against the instance (no daemon needed).
+
+    Takes the next unevaluated candidate from the queue, pays only for the cells the planner
+    says must run (plus canaries), overlapping graph builds with agent sessions, then aggregates,
+    decides, reports and appends to the ledger. Exit 0 when done (whatever the decision), 1 when
+    the outage breaker tripped or the incumbent arm was unusable, 2 for invalid input.
+    `wfbench plan` shows beforehand which cells would run and why.
+    """
+    from bench_assets.driver.evolve import NothingToEvaluate
+    from bench_assets.driver.evolve import evolve as run_generation
+    from bench_assets.driver.instance import StepFailed
+
+    open_instance()
+    start = time.monotonic()
+    try:
+        res = run_generation(
+            str(tasks_dir), artifact_root=str(artifact_store().root), progress=progress
+        )
+    except NothingToEvaluate as e:
+        if as_json:
+            click.echo(json.dumps({"generation": None, "decision": None, "reason": str(e)}))
+        else:
+            click.echo(f"nothing to evaluate: {e}")
+        return
+    except StepFailed as e:
+        fail_step(e)
+    body = {
+        "generation": res.generation,
+        "candidate": res.candidate,
+        "decision": res.decision,
+        "paid_cells": res.paid_cells,
+        "reused_cells": res.reused_cells,
+        "aborted": res.aborted,
+        "unusable_incumbent": res.unusable or None,
+        "applied": res.applied,
+        "report": res.report,
+        "wall_s": round(time.monotonic() - start, 1),
+    }
+    if as_json:
+        click.echo(json.dumps(body, indent=2))
+    else:
+        click.echo(
+            f"generation {res.generation}: {res.decision} for candidate {res.candidate} "
+            f"({res.paid_cells} cells paid, {res.reused_cells} reused, {body['wall_s']} s)"
+        )
+        click.echo(f"report: {res.report}")
+        if res.aborted:
+            click.echo("ABORTED: the outage breaker tripped; the decision cannot promote")
+        if res.unusable:
+            click.echo(f"FAILED: {res.unusable}")
+    if res.aborted or res.unusable:
+        sys.exit(EXIT_FAILED)
+
+
+@click.command()
+@tasks_option
+@click.option("--explain", "explain_all", is_flag=True, help="Print the reason for every cell.")
+@json_option("Print a list of {task, arm, run, action, reason} objects.")
+def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
+    """Plan the next generation as `wfbench evolve` would: which cells run, which are reused, why.
+
+    Reasons: missing, excluded (previous error kind), expired, code identity changed (field
+    named), upstream changed (binding field, oracle, graph, skills or overlay named), candidate,
+    canary. Computes the current inputs without changing the Dagster instance. With an empty
+    candidate queue, plans the comparator cells only.
+    """
+    import datetime as dt
+
+    from bench_assets.cells import build_cell_inputs
+    from bench_assets.driver.evolve import NothingToEvaluate, choose, plan_task, prior_cells
+    from bench_assets.planner import summary
+
+    bench = load_benchmark(tasks_dir)
+    instance = open_instance()
+    artifacts = artifact_store()
+    candidate: str | None
+    try:
+        generation, candidate = choose(bench, instance, artifacts)
+    except NothingToEvaluate as e:
+        from bench_assets.driver.evolve import history
+        from bench_assets.generation import next_generation
+
+        generation, candidate = next_generation(history(instance, artifacts)[0]), None
+        click.echo(f"note: {e}; planning comparator cells only", err=True)
+    now = dt.datetime.now(dt.UTC)
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    arms = [a for a in bench.config.arms if candidate or roles[a] == "comparator"]
+    cells_plan = []
+    for task in bench.task_ids():
+        inputs = build_cell_inputs(bench, task, artifacts, candidate=candidate)
+        keys = [(task, a, r) for a in arms for r in range(bench.config.runs)]
+        cells_plan += plan_task(
+            bench, task, inputs, prior_cells(instance, task, keys, roles), generation, now, arms
+        )
+    if as_json:
+        fields = ("task", "arm", "run", "action", "reason", "kind", "changed")
+        click.echo(json.dumps([{f: getattr(c, f) for f in fields} for c in cells_plan], indent=2))
+        return
+    counts = summary(cells_plan)
+    click.echo(
+        f"generation {generation} (candidate {candidate}): {counts['run']} cell(s) to run, "
+        f"{counts['reuse']} reused"
+    )
+    for c in cells_plan:
+        if explain_all or c.action == "run":
+            click.echo(f"  {c.action:<5} {c.task:<22} {c.cell:<24} {c.reason}")
+    if not explain_all:
+        click.echo("(use --explain for the reason of every reused cell too)")
+
+
+@click.command(name="apply")
+@click.option(
+    "--generation", default="", help="Apply this generation's decision (default: latest)."
+)
+def apply_cmd(generation: str) -> None:
+    """Replace the incumbent skill files with a promoted overlay, atomically.
+
+    Refuses (exit 2), writing nothing, unless the decision is `promote` and every target file is
+    exactly as it was when the decision was made (compare-and-swap on the recorded digests); any
+    failure midway restores every file (exit 1). The application is recorded in the ledger.
+    """
+    from bench_assets.driver.instance import apply_latest
+
+    instance = open_instance()
+    result: Any = apply_latest(instance, str(artifact_store().root), generation)
+    for f in result.files:
+        verb = "added" if f.old_sha256 is None else "replaced"
+        click.echo(f"{verb} {f.path} ({short(str(f.old_sha256))} -> {short(f.new_sha256)})")
+    click.echo(f"ledger entry #{result.ledger_seq}")

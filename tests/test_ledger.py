@@ -650,3 +650,50 @@ def test_repair_refuses_every_single_byte_edit(tmp_path: Path) -> None:
     assert tried > 2 * (len(original) + len(head))
     assert state(path) == (original, head)
     assert repair(path).action == "reanchored" and verify(path).ok
+
+
+# --- `wfbench ledger repair` ---------------------------------------------------------------------
+
+
+def test_cli_ledger_repair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from bench_assets.cli import main
+
+    path = build(tmp_path, 2)
+    interrupt_append(path)
+    runner = CliRunner()
+    blocked = runner.invoke(main, ["ledger", "verify", "--path", str(path)])
+    assert blocked.exit_code == 1 and "wfbench ledger repair" in blocked.output
+
+    done = runner.invoke(main, ["ledger", "repair", "--path", str(path)])
+    assert done.exit_code == 0, done.output
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"ledger {path}: re-anchored head at seq 3") and done.stderr == ""
+    assert "accepted entry seq 3: applied of overlay-3 in g0003" in line
+    assert verify(path).ok
+    again = runner.invoke(main, ["ledger", "repair", "--path", str(path)])
+    assert (again.exit_code, again.stdout) == (
+        0,
+        f"ledger {path}: OK, nothing to repair (head seq 3)\n",
+    )
+
+    # Refused: one line on stderr naming the file and the fault, exit 1, no traceback, no change.
+    _broken_chain(path)
+    before = state(path)
+    refused = runner.invoke(main, ["ledger", "repair", "--path", str(path)])
+    assert refused.exit_code == 1 and refused.exception is not None
+    assert isinstance(refused.exception, SystemExit)
+    assert refused.stdout == ""
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(
+        f"wfbench: cannot repair ledger {path}: the chain itself does not verify"
+    )
+    assert "Traceback" not in refused.output
+    assert state(path) == before
+
+    # The default ledger is the artifact store's; a missing one is invalid input (exit 2).
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(tmp_path / "empty-store"))
+    missing = runner.invoke(main, ["ledger", "repair"])
+    assert missing.exit_code == 2
+    assert "no ledger at" in missing.stderr and "decisions.jsonl" in missing.stderr

@@ -1,4 +1,4 @@
-"""Commands on decisions and their evidence: decide, explain, report, ledger verify."""
+"""Commands on decisions and their evidence: decide, explain, report, ledger verify/repair."""
 
 import json
 import sys
@@ -194,3 +194,25 @@ def ledger_verify(path: Path | None, as_json: bool) -> None:
     else:
         click.echo(result.message(target))
     sys.exit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
+@ledger.command("repair")
+@click.option(
+    "--path",
+    "path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Ledger file (default: <artifacts>/ledger/decisions.jsonl).",
+)
+def ledger_repair(path: Path | None) -> None:
+    """Re-anchor a ledger whose only fault is a missing head write (an interrupted append).
+
+    Prints the entry it accepted. Anything else (a broken chain, an edited byte, an anchor ahead
+    of the file) is refused, naming the fault, and nothing is changed (exit 1).
+    """
+    from bench_assets import ledger as ledger_mod
+
+    target = path or artifact_store().ledger()
+    if not target.exists() and not ledger_mod.head_path(target).exists():
+        fail(f"no ledger at {target}", EXIT_INVALID)
+    click.echo(ledger_mod.repair(target).message(target))  # LedgerError: one line, exit 1

@@ -30,12 +30,12 @@ the ledger entry it will append, and the **phase**:
 ``committed``
     (only without a ledger) every target is in place, read back and fsynced.
 
-The journal lives **beside the skill tree, outside it**: ``<parent>/.<tree name>.wfbench-apply.
-journal.json`` (see :func:`journal_path`). Beside, because whoever touches the tree (an ``apply``
-with any artifact root, or none; ``evolve``; the driver) finds it from the tree alone, on the same
-filesystem as the staged files it names; outside, because nothing that scans the tree (the
-incumbent snapshot, the worktree install) may ever see it. The artifact store was rejected: a tree
-applied with one ``$WFBENCH_ARTIFACTS`` and recovered with another would silently lose its
+The journal lives **beside the skill tree, outside it**: ``tasks/.skills`` + :data:`JOURNAL_SUFFIX`
+for ``tasks/skills`` (see :func:`journal_path`). Beside, because whoever touches the tree (an
+``apply`` with any artifact root, or none; ``evolve``; the driver) finds it from the tree alone, on
+the same filesystem as the staged files it names; outside, because nothing that scans the tree
+(the incumbent snapshot, the worktree install) may ever see it. The artifact store was rejected:
+a tree applied with one ``$WFBENCH_ARTIFACTS`` and recovered with another would silently lose its
 journal.
 
 **The commit point** is the moment the application is durably *recorded*: its ledger entry is in

@@ -8,6 +8,7 @@ disagree. Everything that is not a timestamp, a run or record id, a data version
 those, or a path under the backend's own folder must be identical.
 """
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -36,6 +37,11 @@ VOLATILE = {
 """Keys whose values differ between any two runs of the same generation (time and run ids)."""
 
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?")
+
+
+IN_PROCESS = {"in_process": True} if "in_process" in inspect.signature(evolve).parameters else {}
+"""Storage is the variable here, so both runs pay in process (the queued path, which needs a
+daemon and a run launcher, is covered by tests/test_deployment.py)."""
 
 
 def normalize(value: Any, root: str) -> Any:
@@ -84,7 +90,9 @@ def run_generations(base: Path, storage: dict[str, Any] | None) -> dict[str, Any
         out["run_storage"] = type(instance.run_storage).__name__
         out["event_storage"] = type(instance.event_log_storage).__name__
         for _ in range(2):
-            res = evolve(str(root), artifact_root=str(base / "art"), instance=instance)
+            res = evolve(
+                str(root), artifact_root=str(base / "art"), instance=instance, **IN_PROCESS
+            )
             record = instance.fetch_materializations(
                 dg.AssetKey("promotion_decision"), limit=1
             ).records[0]

@@ -25,11 +25,12 @@
 * **verify✓oracle✗** counts valid runs whose visible ``verify`` passed while the hidden oracle ran
   and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal). A
   run whose oracle was unavailable did not fail the oracle and is not counted.
-* **health** (as the original harness defined it) looks only at fresh attempts. A fresh attempt is *admissible* when
-  it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the skill under test was
-  never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh attempts, none admissible;
-  ``DEGRADED``: some failures, at least one admissible; ``OBSERVED_OK``: no failure. A resolve
-  failure (``verify-failed``, ``oracle-failed`` …) is a valid negative and still OK.
+* **health** (as the original harness defined it) looks only at fresh attempts. A fresh attempt is
+  *admissible* when it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the
+  skill under test was never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh
+  attempts, none admissible; ``DEGRADED``: some failures, at least one admissible; ``OBSERVED_OK``:
+  no failure. A resolve failure (``verify-failed``, ``oracle-failed`` …) is a valid negative and
+  still OK.
 
 :func:`arm_health` sums health across tasks and :func:`unusable_incumbent` lists the incumbent arms
 whose summed health is ``UNUSABLE`` — the generation must fail loudly on those, after its evidence

@@ -24,14 +24,31 @@ from bench_assets.hashing import short
 @click.command()
 @tasks_option
 @json_option("Print generation, candidate, decision, paid_cells, reused_cells, aborted.")
-def evolve(tasks_dir: Path, as_json: bool) -> None:
-    """Run one generation now, in-process, against the instance (no daemon needed).
+@click.option(
+    "--in-process",
+    is_flag=True,
+    envvar="WFBENCH_IN_PROCESS",
+    help="Materialize inputs and cells in this process, one after another, instead of "
+    "submitting runs to the instance's queue (debugging; no pools, no overlap).",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Workspace file naming the code location runs go to (e.g. a gRPC code server of a "
+    "deployment). Default: the bench_assets.definitions module, loaded locally.",
+)
+def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | None) -> None:
+    """Run one generation now: plan, pay through the run queue, decide, report.
 
-    Takes the next unevaluated candidate from the queue, pays only for the cells the planner
-    says must run (plus canaries), overlapping graph builds with agent sessions, then aggregates,
-    decides, reports and appends to the ledger. Exit 0 when done (whatever the decision), 1 when
-    the outage breaker tripped or the incumbent arm was unusable, 2 for invalid input.
-    `wfbench plan` shows beforehand which cells would run and why.
+    Takes the next unevaluated candidate from the queue and pays only for the cells the planner
+    says must run (plus canaries): each task's inputs and each such cell is a Dagster run
+    submitted to the instance's run coordinator (tagged wfbench/generation, so the UI shows them
+    live; the agent_sessions and graph_build pools bound concurrency with every other launch).
+    When no dagster-daemon is running, one is started for the generation's duration. Then it
+    aggregates, decides, reports and appends to the ledger. Exit 0 when done (whatever the
+    decision), 1 when the outage breaker tripped or the incumbent arm was unusable, 2 for
+    invalid input. `wfbench plan` shows beforehand which cells would run and why.
     """
     from bench_assets.driver.evolve import NothingToEvaluate
     from bench_assets.driver.evolve import evolve as run_generation
@@ -41,7 +58,11 @@ def evolve(tasks_dir: Path, as_json: bool) -> None:
     start = time.monotonic()
     try:
         res = run_generation(
-            str(tasks_dir), artifact_root=str(artifact_store().root), progress=progress
+            str(tasks_dir),
+            artifact_root=str(artifact_store().root),
+            progress=progress,
+            in_process=in_process,
+            workspace=workspace,
         )
     except NothingToEvaluate as e:
         if as_json:

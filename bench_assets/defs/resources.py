@@ -6,6 +6,7 @@ partition (dagster-notes Q2/Q6). Metadata comes back as plain values, with the m
 tags (``dagster/data_version``, ...) and two conveniences, ``data_version`` and ``run_id``.
 """
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,14 @@ class BenchResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
 @dg.definitions
 def resources() -> dg.Definitions:
-    """Bind the resource keys once."""
-    return dg.Definitions(resources={"bench": BenchResource()})
+    """Bind the resource keys once: the benchmark is ``$WFBENCH_TASKS`` (default ``tasks``).
+
+    The same variable chooses the cell partitions (``defs/cells.py``), so the sensors, the UI
+    and runs launched from it all see one benchmark.
+    """
+    return dg.Definitions(
+        resources={"bench": BenchResource(tasks_dir=os.environ.get("WFBENCH_TASKS", "tasks"))}
+    )
 
 
 def _key(asset: str | dg.AssetKey) -> dg.AssetKey:

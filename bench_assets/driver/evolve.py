@@ -1,49 +1,70 @@
-"""A whole generation against a Dagster instance, in-process (``wfbench evolve``), no daemon.
+"""A whole generation (``wfbench evolve``, and the weekly job's op), driven through run queue.
 
-Order (the README section "Generations, reuse and the gate" tells the same from the outside): next
-generation id and candidate → sync partitions → containment preflight → ``incumbent_skills`` and
-``candidate_overlay`` → per task, the input assets in a ``graph_build`` worker pool; as soon as a
-task's inputs are ready its cells are planned and the ones to pay for are submitted to an
-``agent_sessions`` worker pool, so later tasks' graphs build while earlier tasks' sessions run →
-outage breaker over results in submission order → aggregates, decision, report, ledger → apply (if
-enabled). No run is launched for a cell that would only be reused: its previous materialization is
-the evidence. Every run is tagged ``wfbench/generation``.
+Order: next generation id and candidate (:mod:`bench_assets.driver.plan`) → sync partitions →
+containment preflight → ``incumbent_skills`` and ``candidate_overlay`` (in process: cheap and
+unpartitioned) → one run per task for its inputs (``task_bindings``, ``oracle_snapshots``,
+``sanitized_graphs``; pool ``graph_build``) → as soon as a task's inputs succeed its cells are
+planned and one run per cell that must be paid is submitted (pool ``agent_sessions``), so later
+tasks' graphs build while earlier tasks' sessions run → the outage breaker watches results as
+they end and cancels every queued or running cell when it trips → aggregates, decision, report,
+ledger (in process) → apply (if enabled). No run is launched for a cell that would only be
+reused: its previous materialization is the evidence. Every run is tagged
+``wfbench/generation``.
 
-Workers are separate processes (``spawn``), each materializing one partition per run against the
-same instance, exactly as Dagster's own run launcher would.
+Runs go through :class:`~bench_assets.driver.runqueue.QueueExecutor` (the instance's run
+coordinator and launcher, so the UI shows them live and its pools bound concurrency across every
+source), or :class:`~bench_assets.driver.runqueue.InProcessExecutor` for tests and debugging.
 """
 
 import datetime as dt
-import multiprocessing
 import os
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
-from bench_assets import ledger as ledger_mod
 from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cells import cell_identity, make_adapter, remove_stale_work
+from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
-from bench_assets.documents import load_cell, load_decision
+from bench_assets.documents import load_cell
 from bench_assets.driver.instance import (
+    INPUT_ASSETS,
     StepFailed,
-    decision_records,
-    latest_cells,
     materialize,
     materialize_decision,
     sync_instance,
 )
+from bench_assets.driver.plan import (  # re-exported for the CLI
+    NothingToEvaluate,
+    choose,
+    history,
+    plan_task,
+    prior_cells,
+    propose_candidate,
+)
+from bench_assets.driver.runqueue import Executor, InProcessExecutor, Job, QueueExecutor
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.generation import OutageBreaker, next_candidate, next_generation
-from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
+from bench_assets.errors import IntegrityError
+from bench_assets.generation import OutageBreaker
+from bench_assets.planner import PlannedCell
 from bench_assets.store import ArtifactStore, default_artifact_root
 
+__all__ = [
+    "GEN_TAG",
+    "EvolveResult",
+    "NothingToEvaluate",
+    "choose",
+    "evolve",
+    "history",
+    "plan_task",
+    "prior_cells",
+]
+
 GEN_TAG = "wfbench/generation"
+POLL_S = 1.0
 
 
 def quiet_dagster_warnings() -> None:
@@ -52,10 +73,6 @@ def quiet_dagster_warnings() -> None:
 
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-
-
-class NothingToEvaluate(Exception):
-    """No queued candidate is left to evaluate."""
 
 
 @dataclass
@@ -72,6 +89,7 @@ class EvolveResult:
     report: str = ""
     plan: list[PlannedCell] = field(default_factory=list)
     cells: list[dict[str, Any]] = field(default_factory=list)
+    """One summary per paid cell: task, cell, run id, resolved, error kind (null = valid)."""
     applied: bool = False
 
 
@@ -87,165 +105,108 @@ def _artifacts(artifact_root: str) -> ArtifactStore:
     )
 
 
-def history(
-    instance: dg.DagsterInstance, artifacts: ArtifactStore
-) -> tuple[list[str | None], list[str | None]]:
-    """(generation ids, evaluated candidate ids) seen in the ledger and the decisions."""
-    gens: list[str | None] = []
-    cands: list[str | None] = []
-    path = artifacts.ledger()
-    if path.exists():
-        for entry in ledger_mod.read(path):
-            gens.append(entry.generation)
-            if entry.decision != "applied":
-                cands.append(entry.candidate)
-    for md in decision_records(instance):
-        if md.get("generation"):
-            gens.append(str(md["generation"]))
-    return gens, cands
+def _cell_summary(
+    instance: dg.DagsterInstance, job: Job, run_id: str, failure: Any
+) -> dict[str, Any]:
+    """What a paid cell ended as (a failed run is an infra error of that cell)."""
+    task, cell = job.label.split(" ", 1)
+    if failure is not None:
+        return {
+            "task": task,
+            "cell": cell,
+            "run_id": run_id or None,
+            "resolved": False,
+            "error_kind": ErrorKind.INFRA_ERROR.value,
+            "error_detail": str(failure),
+        }
+    asset = job.assets[0]
+    key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+    view = load_cell(task, cell, asset, latest_metadata(instance, asset, key))
+    record = view.record if view else None
+    return {
+        "task": task,
+        "cell": cell,
+        "run_id": run_id or (view.run_id if view else None),
+        "resolved": bool(record and record.resolved),
+        "error_kind": record.error_kind.value if record and record.error_kind else None,
+        "error_detail": record.error_detail if record else "record missing after the run",
+    }
 
 
-def choose(
-    bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
-) -> tuple[str, str]:
-    """The next generation id and the candidate it evaluates (queue proposer)."""
-    gens, evaluated = history(instance, artifacts)
-    cand = next_candidate(bench.candidates, evaluated)
-    if cand is None:
-        raise NothingToEvaluate(
-            f"every queued candidate in {bench.root / bench.config.proposer.queue} has been "
-            "evaluated; add a new overlay folder there"
-        )
-    return next_generation(gens), cand
-
-
-def propose_candidate(
-    bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
-) -> tuple[str, str, Benchmark]:
-    """Run the proposer agent for the next generation; returns (generation, candidate, bench)."""
-    from bench_assets.catalog import load_benchmark as _load
-    from bench_assets.proposer import evidence_bundle, propose
-    from bench_assets.redact import from_environment
-
-    gens, _ = history(instance, artifacts)
-    generation = next_generation(gens)
-    previous = decision_records(instance, limit=1)
-    body = None
-    if previous and Path(str(previous[0].get("decision_path", ""))).is_file():
-        body = load_decision(Path(str(previous[0]["decision_path"])))
-    cells = latest_cells(instance, bench.task_ids(), str(bench.root))
-    redactor = from_environment(bench.config.proposer.env)
-    cid = propose(bench, artifacts, generation, evidence_bundle(body, cells, redactor), redactor)
-    return generation, cid, _load(bench.root)
-
-
-def prior_cells(
-    instance: dg.DagsterInstance,
-    task: str,
-    keys: list[tuple[str, str, int]],
-    roles: Mapping[str, str],
-) -> dict[tuple[str, str, int], PriorCell | None]:
-    """The latest record of each cell, as the planner needs it."""
-    out: dict[tuple[str, str, int], PriorCell | None] = {}
-    for t, arm, run in keys:
-        asset = "candidate_cells" if roles[arm] == "candidate" else "comparator_cells"
-        cell = f"{arm}.r{run}"
-        pk = str(dg.MultiPartitionKey({"task": t, "cell": cell}))
-        md = latest_metadata(instance, asset, pk)
-        view = load_cell(t, cell, asset, md) if md else None
-        out[(t, arm, run)] = PriorCell.from_view(view) if view else None
-    return out
-
-
-def plan_task(
+def _pay(
+    ex: Executor,
     bench: Benchmark,
-    task: str,
-    inputs: Any,
-    prior: dict[tuple[str, str, int], PriorCell | None],
-    generation: str,
-    now: dt.datetime,
-    arms: list[str] | None = None,
-) -> list[PlannedCell]:
-    """Plan one task's cells (of ``arms``, default all) from current inputs and prior records."""
-    roles = {name: arm.role for name, arm in bench.config.arms.items()}
-    current = {}
-    for arm in sorted(arms if arms is not None else bench.config.arms):
-        adapter = make_adapter(bench, bench.config.arms[arm])
-        for run in range(bench.config.runs):
-            current[(task, arm, run)] = cell_identity(bench, task, arm, run, inputs, adapter)
-    canaries = choose_canaries(
-        bench.task_ids(),
-        bench.config.comparator_arms(),
-        bench.config.runs,
-        generation,
-        bench.config.reuse.canaries,
-    )
-    return plan_generation(
-        current=current,
-        prior=prior,
-        roles=roles,  # type: ignore[arg-type]
-        canary_cells=canaries,
-        max_age_days=bench.config.reuse.max_age_days,
-        now=now,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# worker processes
-
-
-def _worker_init(dagster_home: str, artifact_root: str) -> None:
-    quiet_dagster_warnings()
-    os.environ["DAGSTER_HOME"] = dagster_home
-    if artifact_root:
-        os.environ["WFBENCH_ARTIFACTS"] = artifact_root
-
-
-def inputs_job(tasks_dir: str, artifact_root: str, task: str, generation: str) -> str:
-    """Materialize one task's input assets (runs in a graph_build worker)."""
-    from bench_assets.defs.inputs import oracle_snapshots, sanitized_graphs, task_bindings
-
-    materialize(
-        dg.DagsterInstance.get(),
-        [task_bindings, oracle_snapshots, sanitized_graphs],
-        _resources(tasks_dir, artifact_root),
-        partition_key=task,
-        tags={GEN_TAG: generation},
-    )
-    return task
-
-
-def cell_job(
+    instance: dg.DagsterInstance,
+    *,
     tasks_dir: str,
     artifact_root: str,
-    task: str,
-    cell: str,
-    candidate: bool,
-    force: bool,
     generation: str,
-) -> dict[str, Any]:
-    """Materialize one cell partition (runs in an agent_sessions worker)."""
-    from bench_assets.defs.cells import bench_cell_keys, build_cell_assets
+    progress: Callable[[str], None],
+) -> tuple[list[PlannedCell], list[dict[str, Any]], OutageBreaker]:
+    """Build inputs, plan and pay every task's cells; returns the plan, paid cells and breaker."""
+    from bench_assets.defs.cells import load_cell_inputs
+    from bench_assets.defs.resources import BenchResource
 
-    comparator, cand = bench_cell_keys(tasks_dir)
-    comparator_cells, candidate_cells = build_cell_assets(comparator, cand)
-    asset = candidate_cells if candidate else comparator_cells
-    name = asset.key.to_user_string()
-    instance = dg.DagsterInstance.get()
-    key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-    materialize(
-        instance,
-        [asset],
-        _resources(tasks_dir, artifact_root),
-        partition_key=key,
-        op_config={name: {"force": force, "generation": generation}},
-        tags={GEN_TAG: generation},
-    )
-    return {"task": task, "cell": cell, "asset": name, **latest_metadata(instance, name, key)}
-
-
-# ---------------------------------------------------------------------------------------------
-# the generation
+    gen_tags = {GEN_TAG: generation}
+    bench_res = BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)
+    breaker = OutageBreaker(bench.config.limits.outage_streak)
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    now = dt.datetime.now(dt.UTC)
+    plan: list[PlannedCell] = []
+    cells: list[dict[str, Any]] = []
+    submitted = 0
+    for task in bench.task_ids():
+        ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
+    while ex.pending():
+        for done in ex.poll(POLL_S):
+            if done.job.assets == INPUT_ASSETS:
+                task = str(done.job.partition)
+                if not done.ok:
+                    ex.cancel_all()
+                    assert done.failure is not None
+                    raise done.failure
+                progress(f"inputs ready: {task}")
+                if breaker.tripped:
+                    continue
+                inputs = load_cell_inputs(instance, bench_res, task, candidate=True)
+                keys = [(task, a, r) for a in bench.config.arms for r in range(bench.config.runs)]
+                prior = prior_cells(instance, task, keys, roles)
+                task_plan = plan_task(bench, task, inputs, prior, generation, now)
+                plan += task_plan
+                for pc in task_plan:
+                    if pc.action != "run":
+                        continue
+                    asset = "candidate_cells" if pc.role == "candidate" else "comparator_cells"
+                    config = {"force": pc.kind == "canary", "generation": generation}
+                    ex.submit(
+                        Job(
+                            (asset,),
+                            str(dg.MultiPartitionKey({"task": pc.task, "cell": pc.cell})),
+                            op_config={asset: config},
+                            tags={
+                                **gen_tags,
+                                "dagster/partition/task": pc.task,
+                                "dagster/partition/cell": pc.cell,
+                            },
+                            label=f"{pc.task} {pc.cell}",
+                        )
+                    )
+                    submitted += 1
+                continue
+            if done.canceled:
+                continue
+            summary = _cell_summary(instance, done.job, done.run_id, done.failure)
+            cells.append(summary)
+            verdict = (
+                "resolved" if summary["resolved"] else str(summary["error_kind"] or "unresolved")
+            )
+            progress(f"  [{len(cells)}/{submitted}] {done.job.label}: {verdict}")
+            kind = summary["error_kind"]
+            breaker.observe(ErrorKind(kind) if kind else None)
+            if breaker.tripped and ex.pending():
+                canceled = ex.cancel_all()
+                progress(f"canceled {len(canceled)} queued or running cell(s)")
+    return plan, cells, breaker
 
 
 def evolve(
@@ -254,16 +215,29 @@ def evolve(
     artifact_root: str = "",
     progress: Callable[[str], None] = lambda m: None,
     instance: dg.DagsterInstance | None = None,
+    in_process: bool | None = None,
+    workspace: Path | None = None,
 ) -> EvolveResult:
-    """Run one generation end to end (see module docstring)."""
-    from bench_assets.defs.cells import candidate_overlay, load_cell_inputs
+    """Run one generation end to end (see module docstring).
+
+    Args:
+        tasks_dir: The benchmark directory.
+        artifact_root: The shared artifact root (default ``$WFBENCH_ARTIFACTS`` or
+            ``$DAGSTER_HOME/artifacts``).
+        progress: Receives one line per step.
+        instance: The Dagster instance (default: ``$DAGSTER_HOME``).
+        in_process: Materialize inputs and cells in this process, one after another, instead of
+            submitting runs to the instance's queue (tests, debugging); ``None`` reads
+            ``$WFBENCH_IN_PROCESS`` (``1`` = in process).
+        workspace: A workspace file naming the code location runs are submitted to.
+    """
+    from bench_assets.defs.cells import candidate_overlay
     from bench_assets.defs.inputs import incumbent_skills
-    from bench_assets.defs.resources import BenchResource
 
     bench = load_benchmark(Path(tasks_dir))
     tasks_dir = str(bench.root)
     instance = instance or dg.DagsterInstance.get()
-    # One explicit artifact root for this process and every worker.
+    # One explicit artifact root for this process and every run.
     artifact_root = (
         artifact_root
         or os.environ.get("WFBENCH_ARTIFACTS", "")
@@ -291,87 +265,29 @@ def evolve(
         op_config={"candidate_overlay": {"candidate": candidate}},
         tags=gen_tags,
     )
-    limits = bench.config.limits
-    ctx = multiprocessing.get_context("spawn")
-    home = instance.root_directory
-    init = (home, artifact_root)
-    breaker = OutageBreaker(limits.outage_streak)
-    submitted: list[tuple[PlannedCell, Future[dict[str, Any]]]] = []
-    plan: list[PlannedCell] = []
-    judged = 0
-    cells: list[dict[str, Any]] = []
-    now = dt.datetime.now(dt.UTC)
-    bench_res = BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)
-
-    def judge(block: bool) -> None:
-        nonlocal judged
-        while judged < len(submitted) and not breaker.tripped:
-            pc, fut = submitted[judged]
-            if not block and not fut.done():
-                return
-            try:
-                md = fut.result()
-            except StepFailed as e:
-                md = {
-                    "task": pc.task,
-                    "cell": pc.cell,
-                    "error_kind": "infra-error",
-                    "error_detail": str(e),
-                }
-            kind = md.get("error_kind")
-            cells.append(md)
-            verdict = "resolved" if md.get("resolved") else str(kind)
-            progress(f"  [{judged + 1}/{len(submitted)}] {pc.task} {pc.cell}: {verdict}")
-            breaker.observe(ErrorKind(str(kind)) if kind else None)
-            judged += 1
-        if breaker.tripped:
-            for _, fut in submitted[judged:]:
-                fut.cancel()
-
-    with (
-        ProcessPoolExecutor(
-            limits.graph_builds, mp_context=ctx, initializer=_worker_init, initargs=init
-        ) as graph_pool,
-        ProcessPoolExecutor(
-            limits.agent_sessions, mp_context=ctx, initializer=_worker_init, initargs=init
-        ) as agent_pool,
-    ):
-        builds = {
-            graph_pool.submit(inputs_job, tasks_dir, artifact_root, t, generation): t
-            for t in bench.task_ids()
-        }
-        for fut in as_completed(builds):
-            task = fut.result()
-            progress(f"inputs ready: {task}")
-            if breaker.tripped:
-                continue
-            inputs = load_cell_inputs(instance, bench_res, task, candidate=True)
-            keys = [(task, a, r) for a in bench.config.arms for r in range(bench.config.runs)]
-            roles = {n: a.role for n, a in bench.config.arms.items()}
-            task_plan = plan_task(
-                bench, task, inputs, prior_cells(instance, task, keys, roles), generation, now
-            )
-            plan += task_plan
-            for pc in task_plan:
-                if pc.action != "run":
-                    continue
-                submitted.append(
-                    (
-                        pc,
-                        agent_pool.submit(
-                            cell_job,
-                            tasks_dir,
-                            artifact_root,
-                            pc.task,
-                            pc.cell,
-                            pc.role == "candidate",
-                            pc.kind == "canary",
-                            generation,
-                        ),
-                    )
-                )
-            judge(block=False)
-        judge(block=True)
+    if in_process is None:
+        in_process = os.environ.get("WFBENCH_IN_PROCESS", "") in ("1", "true", "yes")
+    executor: InProcessExecutor | QueueExecutor
+    if in_process:
+        executor = InProcessExecutor(instance, tasks_dir=tasks_dir, artifact_root=artifact_root)
+    else:
+        executor = QueueExecutor(
+            instance,
+            tasks_dir=tasks_dir,
+            artifact_root=artifact_root,
+            workspace=workspace,
+            progress=progress,
+        )
+    with executor as ex:
+        plan, cells, breaker = _pay(
+            ex,
+            bench,
+            instance,
+            tasks_dir=tasks_dir,
+            artifact_root=artifact_root,
+            generation=generation,
+            progress=progress,
+        )
     aborted = breaker.tripped
     if aborted:
         progress(
@@ -390,7 +306,7 @@ def evolve(
             progress=progress,
         )
     except StepFailed as e:
-        if e.cls_name != "IntegrityError":
+        if e.error_class is not IntegrityError:
             raise
         unusable = e.message
         out = {

@@ -12,10 +12,13 @@ they would on separate machines:
 
 Runs are launched as the UI launches them (GraphQL ``launchPipelineExecution``, dagster-notes Q7),
 wait in the ``QueuedRunCoordinator`` and are dequeued by the daemon; the ``agent_sessions`` pool
-(limit 1, run granularity) must keep the task's three cells strictly one after another.
+(limit 1, run granularity) must keep the task's three cells strictly one after another. The second
+test runs a whole generation with ``wfbench evolve --workspace`` against the same shape (skipped,
+saying so, while the generation driver cannot submit to a queue).
 """
 
 import contextlib
+import inspect
 import json
 import os
 import signal
@@ -252,6 +255,31 @@ def wait_for_runs(
     return runs
 
 
+def assert_queued_then_started(instance: dg.DagsterInstance, run_ids: list[str]) -> None:
+    """Each run was enqueued and started only after it left the queue (the webserver and the
+    generation driver only enqueue; the daemon launches)."""
+    for rid in run_ids:
+        enqueued, starting = (
+            instance.get_records_for_run(rid, of_type=kind).records
+            for kind in (dg.DagsterEventType.RUN_ENQUEUED, dg.DagsterEventType.RUN_STARTING)
+        )
+        assert enqueued and starting, rid
+        assert enqueued[0].storage_id < starting[0].storage_id, rid
+
+
+def assert_one_at_a_time(
+    instance: dg.DagsterInstance, run_ids: list[str], *, all_queued_first: bool = False
+) -> None:
+    """No two of these runs overlapped (the agent_sessions pool has one slot)."""
+    records = instance.get_run_records(dg.RunsFilter(run_ids=run_ids))
+    spans = sorted((r.start_time, r.end_time) for r in records)
+    assert len(spans) == len(run_ids) and all(s and e for s, e in spans), spans
+    for (_, prev_end), (start, _) in zip(spans, spans[1:], strict=False):
+        assert start >= prev_end, f"two agent sessions overlapped: {spans}"
+    if all_queued_first:
+        assert all(r.create_timestamp.timestamp() < spans[0][1] for r in records)
+
+
 def instance_yaml(pg: PgServer, db: str) -> dict[str, Any]:
     """The deployment's dagster.yaml: PostgreSQL storage, the run queue, pools per run."""
     return {
@@ -292,7 +320,7 @@ def deployment(base: Path, pg: PgServer) -> Iterator[tuple[Deployment, dict[str,
     grpc = {"host": "127.0.0.1", "port": code_port, "location_name": LOCATION}
     write_yaml(base / "workspace.yaml", {"load_from": [{"grpc_server": grpc}]})
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "WFBENCH_IN_PROCESS"},
         "DAGSTER_HOME": str(home),
         "WFBENCH_ARTIFACTS": str(artifacts),
         "WFBENCH_TASKS": str(root),
@@ -304,6 +332,7 @@ def deployment(base: Path, pg: PgServer) -> Iterator[tuple[Deployment, dict[str,
         "root": root,
         "artifacts": artifacts,
         "db": db,
+        "workspace": base / "workspace.yaml",
         "graphql": GraphQL(f"http://127.0.0.1:{web_port}/graphql"),
     }
     try:
@@ -389,25 +418,10 @@ def test_ui_launched_cells_run_through_the_daemon_queue_one_session_at_a_time(
         run_ids = {c: gql.launch([cells[c]], partition=keys[c]) for c in cells}
         wait_for_runs(instance, list(run_ids.values()), dep)
 
-        # Every run was queued first and started only after it left the queue (the webserver
-        # only enqueues; the daemon launches).
-        for rid in run_ids.values():
-            enqueued, starting = (
-                instance.get_records_for_run(rid, of_type=kind).records
-                for kind in (dg.DagsterEventType.RUN_ENQUEUED, dg.DagsterEventType.RUN_STARTING)
-            )
-            assert enqueued and starting, rid
-            assert enqueued[0].storage_id < starting[0].storage_id, rid
-
-        # agent_sessions (limit 1) bounded concurrency: no two cell runs overlapped, although
-        # all three were queued before the first one ended.
-        records = instance.get_run_records(dg.RunsFilter(run_ids=list(run_ids.values())))
-        spans = sorted((r.start_time, r.end_time) for r in records)
-        assert len(spans) == 3 and all(s and e for s, e in spans), spans
-        for (_, prev_end), (start, _) in zip(spans, spans[1:], strict=False):
-            assert start >= prev_end, f"two agent sessions overlapped: {spans}"
-        first_end = spans[0][1]
-        assert all(r.create_timestamp.timestamp() < first_end for r in records)
+        # Every run was queued, and the daemon started them one at a time although all three
+        # were queued before the first one ended.
+        assert_queued_then_started(instance, list(run_ids.values()))
+        assert_one_at_a_time(instance, list(run_ids.values()), all_queued_first=True)
 
         # The records exist in the shared artifact root and say what each arm did.
         for cell, asset in cells.items():
@@ -419,3 +433,51 @@ def test_ui_launched_cells_run_through_the_daemon_queue_one_session_at_a_time(
             assert record_path.is_relative_to(info["artifacts"].resolve()), record_path
             assert not view.materialization.reused
             assert view.record.resolved is (cell != "baseline.r0"), (cell, view.record)
+
+
+def test_wfbench_evolve_pays_a_generation_through_the_deployments_queue(
+    tmp_path: Path,
+    pg_server: PgServer,  # noqa: F811
+) -> None:
+    """``wfbench evolve --workspace`` against the deployment: the generation's input and cell runs
+    go to the same queue, the deployment's daemon launches them through the code server, and the
+    pool still holds the cells to one at a time."""
+    from bench_assets.driver.evolve import evolve as driver
+
+    if "workspace" not in inspect.signature(driver).parameters:
+        pytest.skip("the queue-based generation driver has not landed: evolve() has no workspace")
+    with (
+        deployment(tmp_path, pg_server) as (dep, info),
+        dg.DagsterInstance.from_config(str(info["home"])) as instance,
+    ):
+        root: Path = info["root"]
+        gql: GraphQL = info["graphql"]
+        wait_until("the webserver to load the code location", lambda: location_loaded(gql),
+                   SERVER_START_S, dep)  # fmt: skip
+        wait_until("the daemon's run queue to heartbeat", lambda: daemon_healthy(gql),
+                   SERVER_START_S, dep)  # fmt: skip
+        evolve = subprocess.run(
+            [str(BIN / "wfbench"), "evolve", "--tasks", str(root), "--json",
+             "--workspace", str(info["workspace"])],
+            env=dep.env, cwd=root.parent, capture_output=True, text=True, timeout=RUNS_S,
+        )  # fmt: skip
+        assert evolve.returncode == 0, evolve.stderr[-4000:]
+        body = json.loads(evolve.stdout)
+        assert (body["generation"], body["candidate"]) == ("g0001", "c1"), body
+        assert body["decision"] and not body["aborted"], body
+        assert (body["paid_cells"], body["reused_cells"]) == (3, 0), body
+        assert "starting a dagster-daemon" not in evolve.stderr, "the deployment's daemon serves"
+        generation = instance.get_runs(filters=dg.RunsFilter(tags={"wfbench/generation": "g0001"}))
+        # Inputs and cells are queued runs; the cheap unpartitioned steps and the decision are
+        # materialized in the driver's process.
+        cell_runs = [r.run_id for r in generation if "dagster/partition/cell" in r.tags]
+        input_runs = [
+            r.run_id
+            for r in generation
+            if dg.AssetKey("task_bindings") in (r.asset_selection or set())
+        ]
+        assert len(cell_runs) == 3 and len(input_runs) == 1, [r.tags for r in generation]
+        assert_queued_then_started(instance, cell_runs + input_runs)
+        assert_one_at_a_time(instance, cell_runs)
+        decision = latest_metadata(instance, "promotion_decision", None)
+        assert decision["generation"] == "g0001" and decision["decision"] == body["decision"]

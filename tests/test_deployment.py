@@ -13,12 +13,10 @@ they would on separate machines:
 Runs are launched as the UI launches them (GraphQL ``launchPipelineExecution``, dagster-notes Q7),
 wait in the ``QueuedRunCoordinator`` and are dequeued by the daemon; the ``agent_sessions`` pool
 (limit 1, run granularity) must keep the task's three cells strictly one after another. The second
-test runs a whole generation with ``wfbench evolve --workspace`` against the same shape (skipped,
-saying so, while the generation driver cannot submit to a queue).
+test runs a whole generation with ``wfbench evolve --workspace`` against the same shape.
 """
 
 import contextlib
-import inspect
 import json
 import os
 import signal
@@ -442,10 +440,6 @@ def test_wfbench_evolve_pays_a_generation_through_the_deployments_queue(
     """``wfbench evolve --workspace`` against the deployment: the generation's input and cell runs
     go to the same queue, the deployment's daemon launches them through the code server, and the
     pool still holds the cells to one at a time."""
-    from bench_assets.driver.evolve import evolve as driver
-
-    if "workspace" not in inspect.signature(driver).parameters:
-        pytest.skip("the queue-based generation driver has not landed: evolve() has no workspace")
     with (
         deployment(tmp_path, pg_server) as (dep, info),
         dg.DagsterInstance.from_config(str(info["home"])) as instance,

@@ -5,10 +5,10 @@ Each backend gets its own copy of the replay fixture bench, its own artifact roo
 cell; generation 2 (a second candidate, no canaries) pays the candidate cell and reuses the
 comparator cells through the partition-aware lookups, which is where the two storages could
 disagree. Everything that is not a timestamp, a run or record id, a data version derived from
-those, or a path under the backend's own folder must be identical.
+those, or a path under the backend's own folder must be identical. Both pay in process, so
+storage is the only variable (the queued path over PostgreSQL is tests/test_deployment.py).
 """
 
-import inspect
 import json
 import re
 from pathlib import Path
@@ -37,11 +37,6 @@ VOLATILE = {
 """Keys whose values differ between any two runs of the same generation (time and run ids)."""
 
 TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?")
-
-
-IN_PROCESS = {"in_process": True} if "in_process" in inspect.signature(evolve).parameters else {}
-"""Storage is the variable here, so both runs pay in process (the queued path, which needs a
-daemon and a run launcher, is covered by tests/test_deployment.py)."""
 
 
 def normalize(value: Any, root: str) -> Any:
@@ -91,7 +86,7 @@ def run_generations(base: Path, storage: dict[str, Any] | None) -> dict[str, Any
         out["event_storage"] = type(instance.event_log_storage).__name__
         for _ in range(2):
             res = evolve(
-                str(root), artifact_root=str(base / "art"), instance=instance, **IN_PROCESS
+                str(root), artifact_root=str(base / "art"), instance=instance, in_process=True
             )
             record = instance.fetch_materializations(
                 dg.AssetKey("promotion_decision"), limit=1

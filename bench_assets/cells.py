@@ -67,6 +67,38 @@ class CellInputs:
     overlay: OverlaySnapshot | None = None
     overlay_dir: Path | None = None
 
+    def identity(self) -> "InputIdentity":
+        """The part of these inputs a cell's identity depends on."""
+        return InputIdentity(
+            binding=self.binding,
+            oracle_digest=self.oracle.digest,
+            graph_digest=self.graph.digest,
+            sanitized_sha=self.template.info.sanitized_sha,
+            skills_digest=self.skills.digest,
+            overlay_digest=self.overlay.digest if self.overlay is not None else None,
+        )
+
+
+@dataclass(frozen=True)
+class InputIdentity:
+    """What a cell's identity takes from its inputs: the binding and digests, no artifact paths.
+
+    Planning needs only this, so it is read from the input assets' stored metadata and binding
+    records (:func:`bench_assets.driver.plan.stored_input_identities`) instead of building the
+    inputs; :meth:`CellInputs.identity` gives the same for built or loaded inputs.
+    """
+
+    binding: TaskBinding
+    oracle_digest: str
+    graph_digest: str
+    sanitized_sha: str
+    skills_digest: str
+    overlay_digest: str | None = None
+
+
+def _identity_of(inputs: "CellInputs | InputIdentity") -> InputIdentity:
+    return inputs.identity() if isinstance(inputs, CellInputs) else inputs
+
 
 def make_adapter(bench: Benchmark, arm: ArmSpec) -> Adapter:
     """The adapter for an arm's agent."""
@@ -98,11 +130,12 @@ def cell_identity(
     task_id: str,
     arm_name: str,
     run: int,
-    inputs: CellInputs,
+    inputs: "CellInputs | InputIdentity",
     adapter: Adapter,
     arm_spec: ArmSpec | None = None,
 ) -> dict[str, Any]:
     """Everything the cell's result depends on (see module docstring)."""
+    ids = _identity_of(inputs)
     arm = arm_spec or bench.config.arms[arm_name]
     spec = bench.task(task_id).spec
     per_cell = getattr(adapter, "cell_identity", None)
@@ -118,12 +151,12 @@ def cell_identity(
         "skills_install_path": bench.config.skills.install_path,
         "graph_path": bench.config.graph.path,
         "run": run,
-        "binding": inputs.binding.model_dump(mode="json"),
-        "oracle": inputs.oracle.digest,
-        "graph": inputs.graph.digest,
-        "sanitized_sha": inputs.template.info.sanitized_sha,
-        "skills": inputs.skills.digest if arm.skills != "none" else None,
-        "overlay": inputs.overlay.digest if arm.skills == "candidate" and inputs.overlay else None,
+        "binding": ids.binding.model_dump(mode="json"),
+        "oracle": ids.oracle_digest,
+        "graph": ids.graph_digest,
+        "sanitized_sha": ids.sanitized_sha,
+        "skills": ids.skills_digest if arm.skills != "none" else None,
+        "overlay": ids.overlay_digest if arm.skills == "candidate" else None,
     }
 
 

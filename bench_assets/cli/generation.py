@@ -109,13 +109,15 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
 
     Reasons: missing, excluded (previous error kind), expired, code identity changed (field
     named), upstream changed (binding field, oracle, graph, skills or overlay named), candidate,
-    canary. Computes the current inputs without changing the Dagster instance. With an empty
-    candidate queue, plans the comparator cells only.
+    canary. Reads each task's inputs from the input assets' latest materializations and changes
+    nothing: a task never materialized, or whose task file or oracle changed since, has its
+    inputs built directly (said on stderr); run `wfbench inputs` after editing a task's repo/.
+    With an empty candidate queue, plans the comparator cells only.
     """
     import datetime as dt
 
-    from bench_assets.cells import build_cell_inputs
-    from bench_assets.driver.evolve import NothingToEvaluate, choose, plan_task, prior_cells
+    from bench_assets.driver.plan import NothingToEvaluate, choose, history, plan_cells
+    from bench_assets.generation import next_generation
     from bench_assets.planner import summary
 
     bench = load_benchmark(tasks_dir)
@@ -125,21 +127,19 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
     try:
         generation, candidate = choose(bench, instance, artifacts)
     except NothingToEvaluate as e:
-        from bench_assets.driver.evolve import history
-        from bench_assets.generation import next_generation
-
         generation, candidate = next_generation(history(instance, artifacts)[0]), None
         click.echo(f"note: {e}; planning comparator cells only", err=True)
-    now = dt.datetime.now(dt.UTC)
     roles = {n: a.role for n, a in bench.config.arms.items()}
-    arms = [a for a in bench.config.arms if candidate or roles[a] == "comparator"]
-    cells_plan = []
-    for task in bench.task_ids():
-        inputs = build_cell_inputs(bench, task, artifacts, candidate=candidate)
-        keys = [(task, a, r) for a in arms for r in range(bench.config.runs)]
-        cells_plan += plan_task(
-            bench, task, inputs, prior_cells(instance, task, keys, roles), generation, now, arms
-        )
+    cells_plan = plan_cells(
+        bench,
+        instance,
+        artifacts,
+        generation=generation,
+        candidate=candidate,
+        arms=[a for a in bench.config.arms if candidate or roles[a] == "comparator"],
+        now=dt.datetime.now(dt.UTC),
+        progress=progress,
+    )
     if as_json:
         fields = ("task", "arm", "run", "action", "reason", "kind", "changed")
         click.echo(json.dumps([{f: getattr(c, f) for f in fields} for c in cells_plan], indent=2))

@@ -82,7 +82,7 @@ def candidate_overlay(
     context: dg.AssetExecutionContext, config: OverlayConfig, bench: BenchResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Snapshot the selected candidate overlay."""
-    b = bench.load()
+    b = bench.load(tasks=[])
     if not b.candidates:
         raise InputError(f"no candidate overlays queued in {b.root / b.config.proposer.queue}")
     cid = config.candidate or sorted(b.candidates)[0]
@@ -221,7 +221,7 @@ def _materialize_cell(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     task, cell = _partition(context)
     arm, run = parse_cell_key(cell)
-    b = bench.load()
+    b = bench.load(tasks=[task])
     if arm not in b.config.arms:
         raise InputError(f"cell {cell}: arm {arm!r} is not in bench.yaml")
     inputs = load_cell_inputs(context.instance, bench, task, candidate)

@@ -12,7 +12,7 @@ import dagster as dg
 
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
-from bench_assets.defs.resources import latest_metadata
+from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
 from bench_assets.documents import CellView, load_cell, load_decision
 from bench_assets.errors import WfbenchError, error_class
 from bench_assets.sync import SyncPlan, plan_sync
@@ -24,7 +24,11 @@ GRAPH_POOL = "graph_build"
 def sync_instance(
     instance: dg.DagsterInstance, bench: Benchmark
 ) -> tuple[SyncPlan, dict[str, int]]:
-    """Make the task partitions equal to ``bench``'s tasks and apply its pool limits."""
+    """Make the task partitions equal to ``bench``'s tasks and apply its pool limits.
+
+    Writes only what changed: one insert of the new partition keys, one delete per removed key,
+    and a pool limit only when it differs from the instance's (a repeated sync writes nothing).
+    """
     current = list(instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     plan = plan_sync(current, bench.task_ids())
     if plan.add:
@@ -35,8 +39,11 @@ def sync_instance(
         AGENT_POOL: bench.config.limits.agent_sessions,
         GRAPH_POOL: bench.config.limits.graph_builds,
     }
+    storage = instance.event_log_storage
     for pool, n in limits.items():
-        instance.event_log_storage.set_concurrency_slots(pool, n)
+        info = storage.get_concurrency_info(pool)
+        if info.slot_count != n or info.limit != n or info.using_default_limit:
+            storage.set_concurrency_slots(pool, n)
     return plan, limits
 
 
@@ -204,19 +211,26 @@ def materialize_cells(
 def latest_cells(
     instance: dg.DagsterInstance, task_ids: list[str], tasks_dir: str
 ) -> list[CellView]:
-    """Every cell partition's latest materialization with its record (record gone: left out)."""
+    """Every cell partition's latest materialization with its record (record gone: left out).
+
+    One bulk lookup per cell asset (:func:`latest_metadata_by_partition`), not one per cell.
+    """
     from bench_assets.defs.cells import bench_cell_keys
 
     comparator_keys, candidate_keys = bench_cell_keys(tasks_dir)
     out: list[CellView] = []
     for name, keys in (("comparator_cells", comparator_keys), ("candidate_cells", candidate_keys)):
-        for task in task_ids:
-            for cell in keys:
-                key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-                md = latest_metadata(instance, name, key)
-                view = load_cell(task, cell, name, md) if md else None
-                if view is not None:
-                    out.append(view)
+        wanted = {
+            str(dg.MultiPartitionKey({"task": task, "cell": cell})): (task, cell)
+            for task in task_ids
+            for cell in keys
+        }
+        found = latest_metadata_by_partition(instance, name, wanted)
+        for pk, (task, cell) in wanted.items():
+            md = found.get(pk)
+            view = load_cell(task, cell, name, md) if md else None
+            if view is not None:
+                out.append(view)
     return out
 
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.errors import InputError
+from bench_assets.errors import InputError, RecordCorrupt
 from bench_assets.gate import Decision
 from bench_assets.records import CellRecord, load_record
 
@@ -103,20 +103,32 @@ class CellView(_Doc):
 
 
 def load_cell(task: str, cell: str, asset: str, md: Mapping[str, Any]) -> CellView | None:
-    """The view of one partition from its latest metadata; ``None`` if the record is gone."""
+    """The view of one partition from its latest metadata, verified against its record.
+
+    ``None`` when the record cannot be evidence or be reused: its file is gone, unreadable or
+    not a record, or its content digest differs from the data version Dagster recorded when it
+    was materialized (edited after it was written). Such a cell is paid again.
+    """
     where = f"{asset}[{task}|{cell}]"
     mat = CellMaterialization.from_metadata(md, where)
     path = Path(mat.record_path)
     if not path.is_file():
+        return None
+    try:
+        record = load_record(path)
+    except RecordCorrupt:
+        return None
+    data_version = md.get("data_version")
+    if data_version is not None and data_version != record.data_version:
         return None
     return CellView(
         task=task,
         cell=cell,
         asset=asset,
         run_id=md.get("run_id"),
-        data_version=md.get("data_version"),
+        data_version=data_version,
         materialization=mat,
-        record=load_record(path),
+        record=record,
     )
 
 

@@ -87,6 +87,18 @@ class EvidenceError(IntegrityError):
     """
 
 
+class RecordCorrupt(IntegrityError):
+    """A stored cell record is unreadable, truncated or not a record of this schema."""
+
+
+class GenerationBusy(InputError):
+    """Another wfbench process holds the instance's writer lock (it is named in the message)."""
+
+
+class StorageError(WfbenchError):
+    """The artifact store or Dagster's storage cannot be written (full, read-only, missing)."""
+
+
 class LedgerError(IntegrityError):
     """The decision ledger failed verification; the message names the first bad entry."""
 

@@ -138,3 +138,40 @@ def locked(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+class LockHeld(Exception):
+    """Another process holds an :func:`owner_lock`; ``owner`` is what it wrote when it took it."""
+
+    def __init__(self, path: Path, owner: dict[str, Any] | None) -> None:
+        self.path, self.owner = path, owner
+        super().__init__(str(path))
+
+
+@contextlib.contextmanager
+def owner_lock(path: Path, owner: dict[str, Any]) -> Iterator[None]:
+    """Hold an exclusive, non-blocking ``flock`` on ``path`` and say who holds it.
+
+    The lock file records ``owner`` (pid, host, start time, command) for the message a second
+    process gets (:class:`LockHeld`). The kernel releases a ``flock`` when its holder dies, even
+    by ``kill -9``, so a lock is never stale: a leftover file whose owner is gone is simply taken
+    over. The file is not removed on release (removing it would race with a waiting taker).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                held = json.loads(os.pread(fd, 65536, 0) or b"null")
+            except ValueError:
+                held = None
+            raise LockHeld(path, held if isinstance(held, dict) else None) from None
+        data = json.dumps(owner, sort_keys=True).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        yield
+    finally:
+        os.close(fd)

@@ -61,6 +61,7 @@ class PriorCell(BaseModel):
     recorded_at: datetime
     generation: str | None
     run_id: str | None = None
+    data_version: str | None = None
 
     @classmethod
     def from_view(cls, view: CellView) -> "PriorCell":
@@ -72,6 +73,7 @@ class PriorCell(BaseModel):
             recorded_at=datetime.fromisoformat(view.record.recorded_at),
             generation=view.record.generation,
             run_id=view.run_id,
+            data_version=view.data_version or view.record.data_version,
         )
 
 
@@ -93,6 +95,8 @@ class PlannedCell(BaseModel):
     changed: list[str]
     prior_generation: str | None
     prior_run_id: str | None
+    identity_digest: str
+    """The identity the cell has now: what its evidence must have been made for."""
 
 
 def identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -242,6 +246,7 @@ def plan_generation(
                 changed=v.changed,
                 prior_generation=before.generation if before else None,
                 prior_run_id=before.run_id if before else None,
+                identity_digest=identity_digest(dict(current[key])),
             )
         )
     return planned

@@ -15,6 +15,9 @@ Layout (all paths relative to the artifact root)::
     decisions/<digest>/              promotion decisions: decision.json + gate-input.json
     reports/<digest>/                benchmark reports: report.md + report.html
     ledger/decisions.jsonl           the hash-chained decision ledger (+ its head anchor)
+    generations/<g>/                 a generation's manifest: manifest.json + tasks/<task>.json
+    tasks/<digest>/                  read-only snapshots of the benchmark directory
+    locks/writer.lock                the one-writer lock (owner pid/host/start time inside)
     tmp/                             staging areas; anything here may be deleted
 
 The root defaults to ``$WFBENCH_ARTIFACTS``, else ``$DAGSTER_HOME/artifacts``, else
@@ -103,6 +106,18 @@ class ArtifactStore:
     def ledger(self) -> Path:
         """The decision ledger file."""
         return self.root / "ledger" / "decisions.jsonl"
+
+    def writer_lock(self) -> Path:
+        """The lock file of the one writer (evolve, decide, apply) of this store."""
+        return self.root / "locks" / "writer.lock"
+
+    def generation(self, generation: str) -> Path:
+        """A generation's folder: its manifest (header + one file per planned task)."""
+        return self.root / "generations" / generation
+
+    def tasks_snapshot(self, digest: str) -> Path:
+        """A read-only snapshot of the benchmark directory a generation's runs read."""
+        return self.root / "tasks" / digest
 
     def staging(self, prefix: str) -> Path:
         """A fresh private staging folder on the same filesystem as the stores."""

@@ -35,26 +35,41 @@ if TYPE_CHECKING:
 def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     """Aggregate every task's cells, run the promotion gate, write the report and ledger entry.
 
-    Uses the latest record of every cell (run `wfbench cells --run` first). The decision is data,
-    not an exit code: promote, keep_incumbent and insufficient_evidence all exit 0. An UNUSABLE
+    With --generation G, the decision uses exactly the cells G's manifest planned, each verified
+    (never another candidate's cell), and refuses (exit 2) while any of them has no acceptable
+    evidence: `wfbench evolve` resumes and finishes G. Without it, an ad-hoc decision over the
+    latest record of every cell (run `wfbench cells --run` first). The decision is data, not an
+    exit code: promote, keep_incumbent and insufficient_evidence all exit 0. An UNUSABLE
     incumbent arm fails (exit 1) after the evidence is written.
     """
+    from bench_assets.driver.evolve import missing_evidence
     from bench_assets.driver.instance import StepFailed, materialize_decision
+    from bench_assets.generation import writer_lock
 
     bench = load_benchmark(tasks_dir)
     instance = open_instance()
-    try:
-        out = materialize_decision(
-            instance,
-            bench.task_ids(),
-            tasks_dir=str(bench.root),
-            artifact_root=str(artifact_store().root),
-            generation=generation,
-            aborted=False,
-            progress=progress,
-        )
-    except StepFailed as e:
-        fail_step(e)
+    store = artifact_store()
+    with writer_lock(store.writer_lock(), "wfbench decide"):
+        missing = missing_evidence(instance, store, generation) if generation else None
+        if missing:
+            listed = "; ".join(f"{c}: {why}" for c, why in sorted(missing.items())[:5])
+            fail(
+                f"generation {generation} is unfinished: {len(missing)} planned cell(s) have no "
+                f"acceptable evidence ({listed}); run `wfbench evolve` to finish it",
+                EXIT_INVALID,
+            )
+        try:
+            out = materialize_decision(
+                instance,
+                bench.task_ids(),
+                tasks_dir=str(bench.root),
+                artifact_root=str(store.root),
+                generation=generation,
+                aborted=False,
+                progress=progress,
+            )
+        except StepFailed as e:
+            fail_step(e)
     d: dict[str, Any] = dict(out["decision"])
     r: dict[str, Any] = dict(out["report"])
     if as_json:

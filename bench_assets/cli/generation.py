@@ -53,17 +53,21 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
     from bench_assets.driver.evolve import NothingToEvaluate
     from bench_assets.driver.evolve import evolve as run_generation
     from bench_assets.driver.instance import StepFailed
+    from bench_assets.generation import writer_lock
 
-    open_instance()
     start = time.monotonic()
+    store = artifact_store()
     try:
-        res = run_generation(
-            str(tasks_dir),
-            artifact_root=str(artifact_store().root),
-            progress=progress,
-            in_process=in_process,
-            workspace=workspace,
-        )
+        # The writer lock first: a second evolve must not even open (or create) the instance.
+        with writer_lock(store.writer_lock(), "wfbench evolve"):
+            open_instance()
+            res = run_generation(
+                str(tasks_dir),
+                artifact_root=str(store.root),
+                progress=progress,
+                in_process=in_process,
+                workspace=workspace,
+            )
     except NothingToEvaluate as e:
         if as_json:
             click.echo(json.dumps({"generation": None, "decision": None, "reason": str(e)}))

@@ -19,7 +19,7 @@ import yaml
 from bench_assets import binding as binding_mod
 from bench_assets import oracle as oracle_mod
 from bench_assets import overlay as overlay_mod
-from bench_assets.cellkeys import cell_keys, parse_cell_key
+from bench_assets.cellkeys import cell_keys, identity_digest, parse_cell_key
 from bench_assets.cells import CellInputs, cell_identity, make_adapter, run_cell
 from bench_assets.defs.inputs import (
     incumbent_skills,
@@ -39,7 +39,7 @@ from bench_assets.errors import InputError
 from bench_assets.graph import load_graph_info
 from bench_assets.models import BenchConfig
 from bench_assets.planner import PriorCell, reuse_verdict
-from bench_assets.records import CellRecord
+from bench_assets.records import CellRecord, load_record
 from bench_assets.redact import from_environment
 from bench_assets.sanitize import load_template
 from bench_assets.skills import SkillsSnapshot
@@ -57,6 +57,10 @@ class CellConfig(dg.Config):
     """Pay for a fresh session even when the previous record could be reused."""
     generation: str = ""
     """Generation id recorded on fresh cells (e.g. g0007); empty for ad-hoc runs."""
+    adopt_record_id: str = ""
+    """Record this cell's finished record (its record id) instead of paying: the run that paid
+    for it was killed after the record was written (the cell's commit point) but before Dagster
+    recorded the materialization. Refused unless it was made for this identity and generation."""
 
 
 class OverlayConfig(dg.Config):
@@ -144,7 +148,10 @@ def load_cell_inputs(
     graph = load_graph_info(artifacts, str(graph_md["graph_digest"]))
     if template is None or graph is None:
         raise InputError(f"sanitized_graphs[{task}] artifacts are missing; re-materialize it")
-    if snapshot.digest != bound.oracle_digest or template.info.source_sha != bound.resolved_sha:
+    # The template is content-addressed by its sanitized SHA, so two tasks whose trees sanitize
+    # identically share one; which task it was built from is this partition's metadata.
+    source_sha = str(graph_md.get("source_sha") or template.info.source_sha)
+    if snapshot.digest != bound.oracle_digest or source_sha != bound.resolved_sha:
         raise InputError(
             f"inputs of task {task} are out of step with task_bindings[{task}]; "
             "re-materialize oracle_snapshots and sanitized_graphs"
@@ -227,6 +234,8 @@ def _materialize_cell(
     inputs = load_cell_inputs(context.instance, bench, task, candidate)
     adapter = make_adapter(b, b.config.arms[arm])
     identity = cell_identity(b, task, arm, run, inputs, adapter)
+    if config.adopt_record_id:
+        return _adopt(context, bench, task, cell, config, identity_digest(identity))
     prev = _previous(context, task, cell)
     verdict = reuse_verdict(
         PriorCell.from_view(prev) if prev else None,
@@ -276,6 +285,43 @@ def _materialize_cell(
     )
     md = cell_metadata(record, path, lineage)
     return dg.MaterializeResult(data_version=dg.DataVersion(record.data_version), metadata=md)
+
+
+def _adopt(
+    context: dg.AssetExecutionContext,
+    bench: BenchResource,
+    task: str,
+    cell: str,
+    config: CellConfig,
+    identity: str,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Materialize a record an interrupted run wrote but never got recorded (no session runs)."""
+    path = bench.artifacts().cell(task, cell, config.adopt_record_id) / "record.json"
+    record = load_record(path)
+    if (
+        record.identity_digest != identity
+        or record.generation != (config.generation or None)
+        or record.ad_hoc
+        or (record.task, record.cell) != (task, cell)
+    ):
+        raise InputError(
+            f"{path}: cannot adopt: it was not made for {task} {cell} with this identity in "
+            f"generation {config.generation or '(none)'}"
+        )
+    lineage = CellMaterialization(
+        record_path=str(path),
+        identity_digest=record.identity_digest,
+        error_kind=record.error_kind,
+        generation=record.generation,
+        recorded_at=record.recorded_at,
+        reused=False,
+        ran_because="adopted: the run that paid for it was killed before it was recorded",
+    )
+    context.log.info(f"{task} {cell}: adopted the finished record {config.adopt_record_id}")
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(record.data_version),
+        metadata=cell_metadata(record, path, lineage),
+    )
 
 
 def _secret_names(b: Any) -> list[str]:

@@ -15,6 +15,7 @@ from bench_assets import aggregate as agg_mod
 from bench_assets import apply as apply_mod
 from bench_assets import gate as gate_mod
 from bench_assets import ledger as ledger_mod
+from bench_assets import manifest as manifest_mod
 from bench_assets import report as report_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
@@ -22,7 +23,9 @@ from bench_assets.defs.inputs import incumbent_skills
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
 from bench_assets.defs.resources import (
     BenchResource,
+    latest_metadata_by_partition,
     latest_record,
+    partition_materializations,
     record_metadata,
     upstream_metadata,
 )
@@ -30,6 +33,7 @@ from bench_assets.documents import CellLineage, DecisionDocument, load_cell, loa
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.hashing import sha256_json, short
+from bench_assets.manifest import TaskManifest
 
 GROUP = "decision"
 OWNERS = ["team:wfbench"]
@@ -60,26 +64,81 @@ def collect_task_inputs(
     Within a generation, a cell whose record comes from another generation is reused evidence
     even when no run re-recorded it (the planner launches no run for a reused cell).
     """
-    out = []
-    for asset, cell in planned:
-        key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-        rec = latest_record(instance, asset, key)
-        view = load_cell(task, cell, asset, record_metadata(rec)) if rec is not None else None
-        if view is None:
+    return collect_inputs(instance, [task], planned, generation)[task]
+
+
+def collect_inputs(
+    instance: dg.DagsterInstance,
+    tasks: list[str],
+    planned: list[tuple[str, str]],
+    generation: str | None = None,
+) -> dict[str, list[agg_mod.AggregateInput]]:
+    """:func:`collect_task_inputs` for many tasks: one bulk lookup per cell asset."""
+    wanted: dict[str, dict[str, tuple[str, str]]] = {}
+    for task in tasks:
+        for asset, cell in planned:
+            key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+            wanted.setdefault(asset, {})[key] = (task, cell)
+    found = {a: latest_metadata_by_partition(instance, a, keys) for a, keys in wanted.items()}
+    out: dict[str, list[agg_mod.AggregateInput]] = {task: [] for task in tasks}
+    for task in tasks:
+        for asset, cell in planned:
+            md = found[asset].get(str(dg.MultiPartitionKey({"task": task, "cell": cell})))
+            view = load_cell(task, cell, asset, md) if md else None
+            if view is None:
+                continue
+            carried = bool(generation) and view.record.generation != generation
+            reused = view.materialization.reused or carried
+            out[task].append(
+                agg_mod.AggregateInput(
+                    record=view.record,
+                    reused=reused,
+                    run_id=view.run_id,
+                    source_run_id=view.source_run_id if reused else None,
+                    source_generation=view.record.generation if reused else None,
+                    data_version=view.data_version or view.record.data_version,
+                )
+            )
+    return out
+
+
+def collect_manifest_inputs(
+    instance: dg.DagsterInstance, task: TaskManifest
+) -> tuple[list[agg_mod.AggregateInput], dict[str, str]]:
+    """Exactly the cells the generation's manifest names for ``task``, each verified.
+
+    Returns the accepted evidence and, per cell without acceptable evidence, why (missing,
+    corrupted, another identity — e.g. another candidate's cell —, not paid in this
+    generation). See :mod:`bench_assets.manifest`.
+    """
+    out: list[agg_mod.AggregateInput] = []
+    refused: dict[str, str] = {}
+    for mc in task.cells:
+        key = str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell}))
+        found = [
+            manifest_mod.Candidate(
+                run_id=str(md["run_id"]),
+                data_version=md.get("data_version"),
+                record_path=str(md["record_path"]),
+            )
+            for md in partition_materializations(instance, mc.asset, key)
+            if md.get("record_path") and md.get("run_id")
+        ]
+        ok, why = manifest_mod.accept(mc, task.generation, found)
+        if ok is None:
+            refused[mc.cell] = why
             continue
-        carried = bool(generation) and view.record.generation != generation
-        reused = view.materialization.reused or carried
         out.append(
             agg_mod.AggregateInput(
-                record=view.record,
-                reused=reused,
-                run_id=view.run_id,
-                source_run_id=view.source_run_id if reused else None,
-                source_generation=view.record.generation if reused else None,
-                data_version=view.data_version or view.record.data_version,
+                record=ok.record,
+                reused=ok.reused,
+                run_id=ok.run_id,
+                source_run_id=ok.run_id if ok.reused else None,
+                source_generation=ok.record.generation if ok.reused else None,
+                data_version=ok.data_version,
             )
         )
-    return out
+    return out, refused
 
 
 def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
@@ -121,30 +180,89 @@ def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
     ),
 )
 def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """Aggregate one task's cells."""
-    task = context.partition_key
-    planned = planned_cells(bench.tasks_dir)
+    """Aggregate one task's cells, or every task of a ranged run in one pass.
+
+    A run over a range of task partitions (``materialize_decision`` launches one for all tasks)
+    reads every cell in one bulk lookup per cell asset and writes each task's metadata to its
+    partition. Dagster allows one data version per step (dagster-notes Q3), so a ranged step's
+    data version is the digest of the tasks' digests; each partition's own digest is its
+    ``digest`` metadata. The blocking check is evaluated once per step: it fails when any task
+    of the step is incomplete and names each such task and its missing cells.
+    """
+    tasks = list(context.partition_keys)
     generation = context.run.tags.get(GENERATION_TAG) or None
-    inputs = collect_task_inputs(context.instance, task, planned, generation)
-    agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
-    body = agg.model_dump(mode="json")
-    digest = sha256_json(body)
-    path = atomic_write_json(bench.artifacts().aggregate(task, digest), body)
-    complete = not agg.missing_cells
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(digest),
-        metadata={
+    manifest = (
+        manifest_mod.load_complete(bench.artifacts().generation(generation)) if generation else None
+    )
+    by_manifest = [t for t in tasks if manifest is not None and t in manifest.tasks]
+    latest = [t for t in tasks if t not in set(by_manifest)]
+    planned_default = planned_cells(bench.tasks_dir)
+    latest_inputs = collect_inputs(context.instance, latest, planned_default, generation)
+    results: dict[str, tuple[agg_mod.TaskAggregate, dict[str, Any], int]] = {}
+    for task in tasks:
+        refused: dict[str, str] = {}
+        if task in latest_inputs:
+            planned = planned_default
+            inputs = latest_inputs[task]
+        else:
+            assert manifest is not None
+            # The generation's evidence set: exactly its planned cells, each verified.
+            planned = [(c.asset, c.cell) for c in manifest.tasks[task].cells]
+            inputs, refused = collect_manifest_inputs(context.instance, manifest.tasks[task])
+        for cell, why in sorted(refused.items()):
+            context.log.warning(f"{task} {cell}: no acceptable evidence: {why}")
+        agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
+        body = agg.model_dump(mode="json")
+        digest = sha256_json(body)
+        path = atomic_write_json(bench.artifacts().aggregate(task, digest), body)
+        metadata = {
             "table": dg.MetadataValue.md(report_mod.aggregate_markdown(agg)),
             "missing_cells": ", ".join(agg.missing_cells) or None,
+            "refused_evidence": dg.MetadataValue.md(
+                "\n".join(f"- {c}: {why}" for c, why in sorted(refused.items()))
+            )
+            if refused
+            else None,
+            "evidence_set": "generation manifest" if task in by_manifest else "latest records",
             "cells": len(agg.evidence),
             "record_path": dg.MetadataValue.path(str(path)),
             "digest": digest,
-        },
+        }
+        results[task] = (agg, metadata, len(planned))
+    if len(tasks) == 1:
+        agg, metadata, n_planned = results[tasks[0]]
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(str(metadata["digest"])),
+            metadata=metadata,
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="aggregates_complete",
+                    passed=not agg.missing_cells,
+                    metadata={
+                        "missing": ", ".join(agg.missing_cells) or None,
+                        "planned": n_planned,
+                    },
+                )
+            ],
+        )
+    for task, (_, metadata, _) in results.items():
+        context.add_asset_metadata(metadata, partition_key=task)
+    incomplete = {t: a.missing_cells for t, (a, _, _) in results.items() if a.missing_cells}
+    listed = "; ".join(f"{t}: {', '.join(cells)}" for t, cells in sorted(incomplete.items()))
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(
+            sha256_json({t: m["digest"] for t, (_, m, _) in results.items()})
+        ),
         check_results=[
             dg.AssetCheckResult(
                 check_name="aggregates_complete",
-                passed=complete,
-                metadata={"missing": ", ".join(agg.missing_cells) or None, "planned": len(planned)},
+                passed=not incomplete,
+                metadata={
+                    "tasks": len(tasks),
+                    "incomplete_tasks": len(incomplete),
+                    "missing": listed[:20000] or None,
+                    "planned": sum(n for _, _, n in results.values()),
+                },
             )
         ],
     )

@@ -152,3 +152,19 @@ def upstream_metadata(
             "materialize it first"
         )
     return md
+
+
+def partition_materializations(
+    instance: dg.DagsterInstance, asset: str | dg.AssetKey, partition: str, limit: int = 25
+) -> list[dict[str, Any]]:
+    """The latest ``limit`` materializations of one partition, newest first, as metadata values.
+
+    What a decision needs to pick *its* evidence among re-materializations (a canary, a UI run,
+    another generation's cell), rather than trusting the latest one.
+    """
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=_key(asset), asset_partitions=[partition]),
+        limit=limit,
+        ascending=False,
+    ).records
+    return [record_metadata(r) for r in records if r.asset_materialization is not None]

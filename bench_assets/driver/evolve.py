@@ -25,10 +25,12 @@ from typing import Any
 
 import dagster as dg
 
+from bench_assets import apply as apply_mod
+from bench_assets import ledger as ledger_mod
 from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import remove_stale_work
-from bench_assets.defs.resources import latest_metadata
+from bench_assets.defs.resources import latest_metadata, partition_materializations
 from bench_assets.documents import load_cell
 from bench_assets.driver.instance import (
     INPUT_ASSETS,
@@ -47,9 +49,26 @@ from bench_assets.driver.plan import (  # re-exported for the CLI
 )
 from bench_assets.driver.runqueue import Executor, InProcessExecutor, Job, QueueExecutor
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.errors import IntegrityError
-from bench_assets.generation import OutageBreaker
+from bench_assets.errors import InputError, IntegrityError, RecordCorrupt
+from bench_assets.generation import OutageBreaker, writer_lock
+from bench_assets.hashing import tree_digest
+from bench_assets.manifest import (
+    Candidate,
+    Manifest,
+    ManifestCell,
+    ManifestHeader,
+    TaskManifest,
+    accept,
+    header_path,
+    load_complete,
+    load_header,
+    load_manifest,
+    write_header,
+    write_task,
+)
+from bench_assets.manifest import now_iso as manifest_now
 from bench_assets.planner import PlannedCell
+from bench_assets.records import load_record
 from bench_assets.store import ArtifactStore, default_artifact_root
 
 __all__ = [
@@ -133,6 +152,135 @@ def _cell_summary(
     }
 
 
+def _candidates(instance: dg.DagsterInstance, cell: ManifestCell) -> list[Candidate]:
+    """The partition's materializations, newest first, as evidence candidates."""
+    key = str(dg.MultiPartitionKey({"task": cell.task, "cell": cell.cell}))
+    out = []
+    for md in partition_materializations(instance, cell.asset, key):
+        if md.get("record_path") and md.get("run_id"):
+            out.append(
+                Candidate(
+                    run_id=str(md["run_id"]),
+                    data_version=md.get("data_version"),
+                    record_path=str(md["record_path"]),
+                )
+            )
+    return out
+
+
+def _orphan_record(
+    artifacts: ArtifactStore, cell: ManifestCell, generation: str, known: list[Candidate]
+) -> str:
+    """A finished record of this cell, identity and generation that Dagster never recorded.
+
+    A cell's commit point is its ``record.json``; a kill between that write and Dagster's event
+    log leaves the session paid but unrecorded. Its record id, or ``""`` when there is none. A
+    record some materialization already names is never adopted (if it was refused as evidence,
+    e.g. edited after it was written, adopting it would launder it).
+    """
+    folder = artifacts.cells_root() / cell.task / cell.cell
+    named = {str(Path(c.record_path).resolve()) for c in known}
+    for path in sorted(folder.glob("*/record.json"), reverse=True):
+        if str(path.resolve()) in named:
+            continue
+        try:
+            rec = load_record(path)
+        except RecordCorrupt:
+            continue
+        if (
+            rec.generation == generation
+            and rec.identity_digest == cell.identity_digest
+            and not rec.ad_hoc
+        ):
+            return rec.record_id
+    return ""
+
+
+def _manifest_cells(plan: list[PlannedCell], prior: dict[Any, Any]) -> list[ManifestCell]:
+    """The evidence a task's plan commits the decision to."""
+    out = []
+    for pc in plan:
+        before = prior.get((pc.task, pc.arm, pc.run)) if pc.action == "reuse" else None
+        out.append(
+            ManifestCell(
+                task=pc.task,
+                cell=pc.cell,
+                asset="candidate_cells" if pc.role == "candidate" else "comparator_cells",
+                role=pc.role,
+                identity_digest=pc.identity_digest,
+                action="reuse" if before is not None else "run",
+                kind=pc.kind,
+                source_run_id=before.run_id if before is not None else None,
+                source_data_version=before.data_version if before is not None else None,
+            )
+        )
+    return out
+
+
+def _submit_task(
+    ex: Executor,
+    bench: Benchmark,
+    instance: dg.DagsterInstance,
+    task: str,
+    *,
+    generation: str,
+    folder: Path,
+    artifact_root: str,
+    done_before: Manifest | None,
+    progress: Callable[[str], None],
+) -> tuple[list[PlannedCell], int]:
+    """Plan one task (or take its plan from before a resume), record it, submit what is unpaid.
+
+    Returns the planner's verdicts (empty for a task planned before a resume) and how many cell
+    runs were submitted.
+    """
+    from bench_assets.defs.cells import load_cell_inputs
+    from bench_assets.defs.resources import BenchResource
+
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    keys = [(task, a, r) for a in bench.config.arms for r in range(bench.config.runs)]
+    task_plan: list[PlannedCell] = []
+    if done_before is not None and task in done_before.tasks:
+        planned = done_before.tasks[task].cells
+        progress(f"{task}: planned before the interruption; paying only what is unpaid")
+    else:
+        prior = prior_cells(instance, task, keys, roles)
+        res = BenchResource(tasks_dir=str(bench.root), artifact_root=artifact_root)
+        inputs = load_cell_inputs(instance, res, task, candidate=True)
+        task_plan = plan_task(bench, task, inputs, prior, generation, dt.datetime.now(dt.UTC))
+        planned = _manifest_cells(task_plan, prior)
+        write_task(folder, TaskManifest(generation=generation, task=task, cells=planned))
+    submitted = 0
+    for mc in planned:
+        if mc.action != "run":
+            continue
+        known = _candidates(instance, mc)
+        paid, _ = accept(mc, generation, known)
+        if paid is not None:
+            progress(f"  {task} {mc.cell}: already paid in {generation} (run {paid.run_id})")
+            continue
+        config: dict[str, Any] = {"force": mc.kind == "canary", "generation": generation}
+        orphan = _orphan_record(ArtifactStore(Path(artifact_root)), mc, generation, known)
+        if orphan:
+            progress(f"  {task} {mc.cell}: adopting record {orphan} (paid before the interruption)")
+            config["adopt_record_id"] = orphan
+        ex.submit(
+            Job(
+                (mc.asset,),
+                str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell})),
+                op_config={mc.asset: config},
+                tags={
+                    GEN_TAG: generation,
+                    "dagster/partition/task": mc.task,
+                    "dagster/partition/cell": mc.cell,
+                },
+                label=f"{mc.task} {mc.cell}",
+            )
+        )
+        submitted += 1
+    return task_plan, submitted
+
+
 def _pay(
     ex: Executor,
     bench: Benchmark,
@@ -141,20 +289,21 @@ def _pay(
     tasks_dir: str,
     artifact_root: str,
     generation: str,
+    folder: Path,
     progress: Callable[[str], None],
 ) -> tuple[list[PlannedCell], list[dict[str, Any]], OutageBreaker]:
-    """Build inputs, plan and pay every task's cells; returns the plan, paid cells and breaker."""
-    from bench_assets.defs.cells import load_cell_inputs
-    from bench_assets.defs.resources import BenchResource
+    """Build inputs, plan and pay every task's cells; returns the plan, paid cells and breaker.
 
+    A task's manifest is written before any of its cells is submitted; a task that already has
+    one (a resumed generation) is not planned again, and a planned cell already paid in this
+    generation (verified like the decision verifies it) is not paid again — canaries included.
+    """
     gen_tags = {GEN_TAG: generation}
-    bench_res = BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)
     breaker = OutageBreaker(bench.config.limits.outage_streak)
-    roles = {n: a.role for n, a in bench.config.arms.items()}
-    now = dt.datetime.now(dt.UTC)
     plan: list[PlannedCell] = []
     cells: list[dict[str, Any]] = []
     submitted = 0
+    done_before = load_manifest(folder)
     for task in bench.task_ids():
         ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
     while ex.pending():
@@ -168,30 +317,19 @@ def _pay(
                 progress(f"inputs ready: {task}")
                 if breaker.tripped:
                     continue
-                inputs = load_cell_inputs(instance, bench_res, task, candidate=True)
-                keys = [(task, a, r) for a in bench.config.arms for r in range(bench.config.runs)]
-                prior = prior_cells(instance, task, keys, roles)
-                task_plan = plan_task(bench, task, inputs, prior, generation, now)
+                task_plan, n = _submit_task(
+                    ex,
+                    bench,
+                    instance,
+                    task,
+                    generation=generation,
+                    folder=folder,
+                    artifact_root=artifact_root,
+                    done_before=done_before,
+                    progress=progress,
+                )
                 plan += task_plan
-                for pc in task_plan:
-                    if pc.action != "run":
-                        continue
-                    asset = "candidate_cells" if pc.role == "candidate" else "comparator_cells"
-                    config = {"force": pc.kind == "canary", "generation": generation}
-                    ex.submit(
-                        Job(
-                            (asset,),
-                            str(dg.MultiPartitionKey({"task": pc.task, "cell": pc.cell})),
-                            op_config={asset: config},
-                            tags={
-                                **gen_tags,
-                                "dagster/partition/task": pc.task,
-                                "dagster/partition/cell": pc.cell,
-                            },
-                            label=f"{pc.task} {pc.cell}",
-                        )
-                    )
-                    submitted += 1
+                submitted += n
                 continue
             if done.canceled:
                 continue
@@ -207,6 +345,73 @@ def _pay(
                 canceled = ex.cancel_all()
                 progress(f"canceled {len(canceled)} queued or running cell(s)")
     return plan, cells, breaker
+
+
+def missing_evidence(
+    instance: dg.DagsterInstance, artifacts: ArtifactStore, generation: str
+) -> dict[str, str] | None:
+    """Planned cells of ``generation`` without acceptable evidence (``"task cell"`` → why).
+
+    ``None`` when the generation has no manifest (planned before manifests, or ad hoc).
+
+    Raises:
+        InputError: The generation's planning never finished.
+    """
+    manifest = load_complete(artifacts.generation(generation))
+    if manifest is None:
+        return None
+    out = {}
+    for mc in manifest.cells():
+        ok, why = accept(mc, generation, _candidates(instance, mc))
+        if ok is None:
+            out[f"{mc.task} {mc.cell}"] = why
+    return out
+
+
+def _unfinished(artifacts: ArtifactStore) -> ManifestHeader | None:
+    """The newest planned generation that has no decision in the ledger yet (to resume)."""
+    root = artifacts.root / "generations"
+    if not root.is_dir():
+        return None
+    decided = set()
+    if artifacts.ledger().exists():
+        decided = {e.generation for e in ledger_mod.read(artifacts.ledger()) if e.generation}
+    for folder in sorted(root.iterdir(), reverse=True):
+        header = load_header(folder)
+        if header is not None and header.generation not in decided:
+            return header
+    return None
+
+
+def _clear_orphans(instance: dg.DagsterInstance, progress: Callable[[str], None]) -> None:
+    """End runs a dead generation left behind (we hold the writer lock: none is live).
+
+    Queued runs are canceled; started ones are terminated through the run launcher, and any that
+    cannot be reached (their worker died with the old driver) are marked failed, so the UI and
+    the next plan see no phantom in-flight cell.
+    """
+    pending = [
+        dg.DagsterRunStatus.QUEUED,
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
+        dg.DagsterRunStatus.CANCELING,
+    ]
+    runs = [
+        r for r in instance.get_runs(filters=dg.RunsFilter(statuses=pending)) if GEN_TAG in r.tags
+    ]
+    for run in runs:
+        try:
+            instance.run_coordinator.cancel_run(run.run_id)
+        except Exception:  # the launcher cannot reach a worker that died with the old driver
+            pass
+        again = instance.get_run_by_id(run.run_id)
+        if again is not None and not again.is_finished:
+            instance.report_run_failed(
+                again, "wfbench: the generation driver that launched this run is gone"
+            )
+    if runs:
+        progress(f"ended {len(runs)} run(s) left by an interrupted generation")
 
 
 def evolve(
@@ -231,8 +436,6 @@ def evolve(
             ``$WFBENCH_IN_PROCESS`` (``1`` = in process).
         workspace: A workspace file naming the code location runs are submitted to.
     """
-    from bench_assets.defs.cells import candidate_overlay
-    from bench_assets.defs.inputs import incumbent_skills
 
     bench = load_benchmark(Path(tasks_dir))
     tasks_dir = str(bench.root)
@@ -244,7 +447,42 @@ def evolve(
         or str(Path(instance.root_directory) / "artifacts")
     )
     artifacts = _artifacts(artifact_root)
-    if bench.config.proposer.kind == "queue":
+    with writer_lock(artifacts.writer_lock(), "wfbench evolve"):
+        return _evolve_locked(
+            bench,
+            instance,
+            artifacts,
+            artifact_root=artifact_root,
+            progress=progress,
+            in_process=in_process,
+            workspace=workspace,
+        )
+
+
+def _evolve_locked(
+    bench: Benchmark,
+    instance: dg.DagsterInstance,
+    artifacts: ArtifactStore,
+    *,
+    artifact_root: str,
+    progress: Callable[[str], None],
+    in_process: bool | None,
+    workspace: Path | None,
+) -> EvolveResult:
+    """The generation, under the writer lock: resume an unfinished one, or start the next."""
+    from bench_assets.defs.cells import candidate_overlay
+    from bench_assets.defs.inputs import incumbent_skills
+
+    tasks_dir = str(bench.root)
+    recovered = apply_mod.recover(bench.skills_dir)
+    if recovered is not None:
+        progress(recovered.message())
+    _clear_orphans(instance, progress)
+    resumed = _unfinished(artifacts)
+    if resumed is not None:
+        generation, candidate = resumed.generation, resumed.candidate
+        progress(f"resuming generation {generation} (candidate {candidate}): it has no decision")
+    elif bench.config.proposer.kind == "queue":
         generation, candidate = choose(bench, instance, artifacts)
     else:
         progress(f"proposer ({bench.config.proposer.kind}) is writing a candidate overlay ...")
@@ -265,6 +503,29 @@ def evolve(
         op_config={"candidate_overlay": {"candidate": candidate}},
         tags=gen_tags,
     )
+    folder = artifacts.generation(generation)
+    header = ManifestHeader(
+        generation=generation,
+        candidate=candidate,
+        overlay_digest=str(latest_metadata(instance, "candidate_overlay", None)["digest"]),
+        skills_digest=str(latest_metadata(instance, "incumbent_skills", None)["digest"]),
+        tasks=bench.task_ids(),
+        tasks_dir=tasks_dir,
+        tasks_digest=tree_digest(bench.root),
+        created_at=manifest_now(),
+    )
+    if resumed is not None and (
+        resumed.overlay_digest != header.overlay_digest
+        or resumed.tasks != header.tasks
+        or resumed.skills_digest != header.skills_digest
+    ):
+        raise InputError(
+            f"{header_path(folder)}: generation {generation} was planned for other inputs (the "
+            "overlay, the incumbent skills or the task list changed since); restore them to "
+            "finish it, or remove that folder to abandon the generation"
+        )
+    if resumed is None:
+        write_header(folder, header)
     if in_process is None:
         in_process = os.environ.get("WFBENCH_IN_PROCESS", "") in ("1", "true", "yes")
     executor: InProcessExecutor | QueueExecutor
@@ -286,6 +547,7 @@ def evolve(
             tasks_dir=tasks_dir,
             artifact_root=artifact_root,
             generation=generation,
+            folder=folder,
             progress=progress,
         )
     aborted = breaker.tripped

@@ -285,3 +285,41 @@ def test_a_truncated_record_is_paid_again_and_named_not_a_traceback(
     assert records_by_generation(art)[("beta", "baseline.r0", "g0002")] == 1
     with pytest.raises(RecordCorrupt, match="record.json: not a valid cell record"):
         load_record(path)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM with SIGINT ignored"])
+def test_cancel_stops_at_once_with_one_line_and_exit_130(
+    tmp_path: Path, env: dict[str, str], how: str
+) -> None:
+    """Ctrl-C (or SIGTERM, even from a script that ignores SIGINT): exit 130, one line, no
+    traceback, no cell paid after it; the next evolve resumes the same generation."""
+    root, art = two_task_bench(tmp_path, runs=2), tmp_path / "art"
+
+    def ignore_sigint() -> None:
+        if how != "SIGINT":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    proc = subprocess.Popen(
+        cli("evolve", "--tasks", str(root)),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=ignore_sigint,  # noqa: PLW1509
+    )
+    deadline = time.monotonic() + 120
+    while sum(records_by_generation(art).values()) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT if how == "SIGINT" else signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert b"Traceback" not in err and err.decode().rstrip().endswith("wfbench: cancelled")
+    paid = sum(records_by_generation(art).values())
+    time.sleep(2)
+    assert sum(records_by_generation(art).values()) == paid, "nothing is paid after the cancel"
+    assert decisions(art) == []
+    again = subprocess.run(
+        cli("evolve", "--tasks", str(root), "--json"), env=env, capture_output=True
+    )
+    assert again.returncode == 0, again.stderr.decode()[-2000:]
+    assert json.loads(again.stdout)["generation"] == "g0001"
+    assert all(n == 1 for n in records_by_generation(art).values())

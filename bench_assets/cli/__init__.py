@@ -11,6 +11,9 @@ configuration, before any paid work; 130 cancelled. The group below maps every w
 code through :func:`.common.exit_code_for`.
 """
 
+import errno
+import os
+import signal
 import sys
 from typing import Any
 
@@ -18,14 +21,42 @@ import click
 
 from bench_assets import __version__
 from bench_assets.cli import cells, decision, generation, tasks
-from bench_assets.cli.common import exit_code_for, fail
+from bench_assets.cli.common import EXIT_FAILED, exit_code_for, fail
 from bench_assets.errors import ValidationFailed, WfbenchError
+
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM ends a command like Ctrl-C: stop scheduling, cancel runs, exit 130."""
+    raise KeyboardInterrupt
+
+
+def _storage_message(e: BaseException) -> str | None:
+    """One line for a full, read-only or failing disk (ours or Dagster's storage), else None."""
+    if isinstance(e, OSError) and e.errno in _STORAGE_ERRNOS:
+        where = e.filename or "the artifact store"
+        return f"{where}: cannot write ({e.strerror}); free space or fix permissions, then re-run"
+    text = f"{type(e).__module__}.{type(e).__name__}: {e}"
+    if text.startswith("sqlalchemy.") and any(
+        k in text for k in ("disk I/O error", "database or disk is full", "readonly database")
+    ):
+        home = os.environ.get("DAGSTER_HOME", "dagster_home")
+        first = str(e).splitlines()[0][:160]
+        return f"{home}: Dagster's storage cannot be written ({first}); free space, then re-run"
+    return None
 
 
 class _Group(click.Group):
-    """Turns wfbench errors and Ctrl-C into a one-line message and their exit code."""
+    """Turns wfbench errors, a full disk, Ctrl-C and SIGTERM into one line and their exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+        # Started with SIGINT ignored (a script's background job): Dagster copies the SIGINT
+        # handler onto SIGTERM while a run executes, so an ignored SIGINT would make SIGTERM
+        # ignored too. Cancelling must always work.
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return super().invoke(ctx)
         except ValidationFailed as e:
@@ -35,6 +66,13 @@ class _Group(click.Group):
             fail(str(e), exit_code_for(e))
         except KeyboardInterrupt as e:
             fail("cancelled", exit_code_for(e))
+        except Exception as e:
+            message = _storage_message(e)
+            if message is None:
+                raise
+            fail(message, EXIT_FAILED)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -14,7 +14,7 @@ from bench_assets.catalog import Benchmark
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
 from bench_assets.documents import CellView, load_cell, load_decision
-from bench_assets.errors import WfbenchError, error_class
+from bench_assets.errors import InputError, WfbenchError, error_class
 from bench_assets.sync import SyncPlan, plan_sync
 
 AGENT_POOL = "agent_sessions"
@@ -123,10 +123,21 @@ def materialize_inputs(
     return out
 
 
+_INTERRUPTS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}
+
+
 def _run(result: dg.ExecuteInProcessResult) -> None:
     """Re-raise the first step failure as the original wfbench error when there is one."""
     if result.success:
         return
+    for event in result.all_events:
+        info = getattr(event.event_specific_data, "error", None)
+        while info is not None:
+            if info.cls_name in _INTERRUPTS:
+                # Ctrl-C/SIGTERM caught by Dagster (in a step, or setting up or tearing down
+                # resources): stop the whole command rather than record an infra error.
+                raise KeyboardInterrupt
+            info = info.cause
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data is not None:
             chain = []
@@ -246,22 +257,45 @@ def materialize_decision(
 ) -> dict[str, dict[str, object]]:
     """Aggregate every task, then decide and report; returns the decision's metadata.
 
-    A task whose ``aggregates_complete`` check fails does not stop the decision: its missing
-    cells reach the gate as missing evidence, which can only yield ``insufficient_evidence``.
+    ``aggregates`` is materialized for all tasks in one ranged run (one run per contiguous block
+    of ``task_ids`` in the partitions' order; one block when they are all the tasks), not one
+    run per task. A task whose cells are incomplete fails that run's ``aggregates_complete``
+    check but does not stop the decision: its missing cells reach the gate as missing evidence,
+    which can only yield ``insufficient_evidence``. Each incomplete task is named from its
+    partition's ``missing_cells`` metadata.
     """
     from bench_assets.defs.decision import aggregates, benchmark_report, promotion_decision
     from bench_assets.defs.resources import BenchResource
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
-    gen_tags = {"wfbench/generation": generation} if generation else None
-    for i, task in enumerate(task_ids, 1):
+    gen_tags = {"wfbench/generation": generation} if generation else {}
+    blocks = partition_blocks(
+        list(instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME)), task_ids
+    )
+    for first, last in blocks:
+        tags = dict(gen_tags)
+        if first != last:
+            tags |= {RANGE_START: first, RANGE_END: last}
         try:
-            materialize(instance, [aggregates], resources, partition_key=task, tags=gen_tags)
-            progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: complete")
+            materialize(
+                instance,
+                [aggregates],
+                resources,
+                partition_key=first if first == last else None,
+                tags=tags or None,
+            )
         except StepFailed as e:
             if "aggregates_complete" not in e.message and "AssetCheck" not in e.cls_name:
                 raise
-            progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: INCOMPLETE ({e.message})")
+    found = latest_metadata_by_partition(instance, "aggregates", task_ids)
+    incomplete = {t: found.get(t, {}).get("missing_cells") for t in task_ids}
+    incomplete = {t: m for t, m in incomplete.items() if m}
+    for task, missing in sorted(incomplete.items()):
+        progress(f"aggregates[{task}]: INCOMPLETE (missing {missing})")
+    progress(
+        f"aggregates: {len(task_ids)} task(s) in {len(blocks)} run(s), "
+        f"{len(task_ids) - len(incomplete)} complete"
+    )
     progress("promotion_decision, benchmark_report ...")
     materialize(
         instance,
@@ -274,6 +308,40 @@ def materialize_decision(
         "decision": latest_metadata(instance, "promotion_decision", None),
         "report": latest_metadata(instance, "benchmark_report", None),
     }
+
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+
+
+def partition_blocks(ordered: list[str], wanted: list[str]) -> list[tuple[str, str]]:
+    """(first, last) of each contiguous run of ``wanted`` keys in the partitions' ``ordered`` keys.
+
+    A range run covers every key between its ends in the partitions definition's order, so
+    ``wanted`` keys separated by an unwanted one need two ranges.
+
+    Raises:
+        InputError: A wanted key is not a partition (the partitions are not in sync).
+    """
+    want = set(wanted)
+    unknown = sorted(want - set(ordered))
+    if unknown:
+        raise InputError(
+            f"task partition(s) {', '.join(unknown[:5])} do not exist; run `wfbench sync`"
+        )
+    blocks: list[tuple[str, str]] = []
+    start: str | None = None
+    prev: str | None = None
+    for key in ordered:
+        if key in want:
+            start = key if start is None else start
+            prev = key
+        elif start is not None and prev is not None:
+            blocks.append((start, prev))
+            start = None
+    if start is not None and prev is not None:
+        blocks.append((start, prev))
+    return blocks
 
 
 def decision_records(instance: dg.DagsterInstance, limit: int = 200) -> list[dict[str, object]]:

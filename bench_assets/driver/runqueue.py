@@ -230,6 +230,9 @@ class QueueExecutor:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is not None and self._jobs:
+            # Ctrl-C, SIGTERM or a failure: nothing submitted may outlive the generation.
+            self.cancel_all()
         if self._daemon is not None:
             self._daemon.stop()
             self._daemon = None

@@ -323,3 +323,35 @@ def test_cancel_stops_at_once_with_one_line_and_exit_130(
     assert again.returncode == 0, again.stderr.decode()[-2000:]
     assert json.loads(again.stdout)["generation"] == "g0001"
     assert all(n == 1 for n in records_by_generation(art).values())
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A 2 MB tmpfs (root only; skipped with the reason elsewhere)."""
+    where = tmp_path / "tiny"
+    where.mkdir()
+    res = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where)], capture_output=True
+    )
+    if res.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {res.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_artifact_store_is_one_line_and_exit_1(
+    tmp_path: Path, env: dict[str, str], tiny_disk: Path
+) -> None:
+    root = two_task_bench(tmp_path, runs=1)
+    (tiny_disk / "filler").write_bytes(b"\0" * (2 * 1024 * 1024 - 64 * 1024))
+    env = {**env, "WFBENCH_ARTIFACTS": str(tiny_disk / "art")}
+    res = subprocess.run(cli("evolve", "--tasks", str(root)), env=env, capture_output=True)
+    err = res.stderr.decode()
+    assert res.returncode == 1, err[-2000:]
+    assert "Traceback" not in err
+    last = err.rstrip().splitlines()[-1]
+    assert last.startswith("wfbench: "), last
+    assert "No space left on device" in last or "Out of diskspace" in last, last
+    assert str(tiny_disk) in last, "the message names the path"

@@ -355,3 +355,27 @@ def test_a_full_artifact_store_is_one_line_and_exit_1(
     assert last.startswith("wfbench: "), last
     assert "No space left on device" in last or "Out of diskspace" in last, last
     assert str(tiny_disk) in last, "the message names the path"
+
+
+def test_corrupted_stored_oracle_and_template_are_rebuilt_before_any_cell(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    root, art = two_task_bench(tmp_path, runs=1), tmp_path / "art"
+    assert subprocess.run(cli("evolve", "--tasks", str(root)), env=env).returncode == 0
+    (oracle_file,) = list((art / "oracles").glob("*/files/test_oracle_alpha.py"))
+    good_oracle = oracle_file.read_bytes()
+    (template_file,) = list((art / "templates").glob("*/tree/calc/__init__.py"))
+    good_template = template_file.read_bytes()
+    for path, data in ((oracle_file, good_oracle), (template_file, good_template)):
+        path.chmod(0o644)
+        flipped = bytearray(data)
+        flipped[len(flipped) // 2] ^= 0x01
+        path.write_bytes(bytes(flipped))
+    res = subprocess.run(cli("evolve", "--tasks", str(root)), env=env, capture_output=True)
+    err = res.stderr.decode()
+    assert res.returncode == 0, err[-2000:]
+    assert "failed verification" in err and "rebuilding it" in err
+    before_cells = err.index("failed verification") < err.index("[1/")
+    assert before_cells, "verified before the first cell was paid"
+    assert oracle_file.read_bytes() == good_oracle
+    assert template_file.read_bytes() == good_template

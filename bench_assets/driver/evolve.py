@@ -52,6 +52,7 @@ from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import InputError, IntegrityError, RecordCorrupt
 from bench_assets.generation import OutageBreaker, writer_lock
 from bench_assets.hashing import tree_digest
+from bench_assets.inputs import discard_stored, stored_input_faults
 from bench_assets.manifest import (
     Candidate,
     Manifest,
@@ -67,6 +68,7 @@ from bench_assets.manifest import (
     write_task,
 )
 from bench_assets.manifest import now_iso as manifest_now
+from bench_assets.oracle import OracleSnapshot
 from bench_assets.planner import PlannedCell
 from bench_assets.records import load_record
 from bench_assets.store import ArtifactStore, default_artifact_root
@@ -368,6 +370,33 @@ def missing_evidence(
     return out
 
 
+def _verify_stored_inputs(
+    instance: dg.DagsterInstance,
+    bench: Benchmark,
+    artifacts: ArtifactStore,
+    progress: Callable[[str], None],
+) -> None:
+    """Before anything is paid: every task's stored oracle snapshot and template still verify.
+
+    A corrupted one is discarded, so this generation's input run builds it again from the task
+    (and fails closed, naming the file, if the task's own files no longer match its binding).
+    """
+    for task in bench.task_ids():
+        oracle_md = latest_metadata(instance, "oracle_snapshots", task)
+        graph_md = latest_metadata(instance, "sanitized_graphs", task)
+        snapshot = None
+        if oracle_md.get("record_path") and Path(str(oracle_md["record_path"])).is_file():
+            text = Path(str(oracle_md["record_path"])).read_text(encoding="utf-8")
+            try:
+                snapshot = OracleSnapshot.model_validate_json(text)
+            except ValueError:
+                snapshot = None
+        sha = str(graph_md["sanitized_sha"]) if graph_md.get("sanitized_sha") else None
+        for path, why in stored_input_faults(artifacts, snapshot, sha):
+            progress(f"{task}: stored input {path} failed verification ({why}); rebuilding it")
+            discard_stored(path)
+
+
 def _unfinished(artifacts: ArtifactStore) -> ManifestHeader | None:
     """The newest planned generation that has no decision in the ledger yet (to resume)."""
     root = artifacts.root / "generations"
@@ -526,6 +555,7 @@ def _evolve_locked(
         )
     if resumed is None:
         write_header(folder, header)
+    _verify_stored_inputs(instance, bench, artifacts, progress)
     if in_process is None:
         in_process = os.environ.get("WFBENCH_IN_PROCESS", "") in ("1", "true", "yes")
     executor: InProcessExecutor | QueueExecutor

@@ -379,3 +379,31 @@ def test_corrupted_stored_oracle_and_template_are_rebuilt_before_any_cell(
     assert before_cells, "verified before the first cell was paid"
     assert oracle_file.read_bytes() == good_oracle
     assert template_file.read_bytes() == good_template
+
+
+def test_a_task_edited_during_the_generation_aborts_it_naming_the_file(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Cells must be graded with the files their records name: an edit to a task's verify
+    command mid-generation stops it (no decision) and names the file; restoring it resumes."""
+    root, art = two_task_bench(tmp_path, runs=2), tmp_path / "art"
+    task_file = root / "beta" / "task.yaml"
+    original = task_file.read_text()
+    proc = subprocess.Popen(
+        cli("evolve", "--tasks", str(root)), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 120
+    while not (art / "generations" / "g0001" / "tasks" / "alpha.json").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.02)
+    task_file.write_text(original.replace("python -m pytest -q", "python -m pytest -q -x"))
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err.decode()[-2000:]
+    assert "changed during the generation (beta/task.yaml)" in err.decode()
+    assert decisions(art) == []
+    task_file.write_text(original)
+    again = subprocess.run(
+        cli("evolve", "--tasks", str(root), "--json"), env=env, capture_output=True
+    )
+    assert again.returncode == 0, again.stderr.decode()[-2000:]
+    assert json.loads(again.stdout)["generation"] == "g0001"

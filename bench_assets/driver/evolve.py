@@ -17,6 +17,7 @@ source), or :class:`~bench_assets.driver.runqueue.InProcessExecutor` for tests a
 """
 
 import datetime as dt
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,8 +51,9 @@ from bench_assets.driver.plan import (  # re-exported for the CLI
 from bench_assets.driver.runqueue import Executor, InProcessExecutor, Job, QueueExecutor
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import InputError, IntegrityError, RecordCorrupt
+from bench_assets.fsutil import atomic_write_json
 from bench_assets.generation import OutageBreaker, writer_lock
-from bench_assets.hashing import tree_digest
+from bench_assets.hashing import tree_digest, tree_manifest
 from bench_assets.inputs import discard_stored, stored_input_faults
 from bench_assets.manifest import (
     Candidate,
@@ -319,6 +321,7 @@ def _pay(
                 progress(f"inputs ready: {task}")
                 if breaker.tripped:
                     continue
+                _require_tasks_unchanged(bench.root, folder, ex)
                 task_plan, n = _submit_task(
                     ex,
                     bench,
@@ -368,6 +371,39 @@ def missing_evidence(
         if ok is None:
             out[f"{mc.task} {mc.cell}"] = why
     return out
+
+
+WATCH_EXCLUDE = frozenset({"__pycache__", ".pytest_cache", ".git", "candidates"})
+"""Not watched for edits during a generation: build litter, and candidate overlays (the one this
+generation evaluates is snapshotted by the ``candidate_overlay`` asset at its start)."""
+
+
+def _tasks_changes(root: Path, folder: Path) -> list[str]:
+    """Files of the benchmark directory added, removed or edited since the generation started."""
+    path = folder / "tasks-files.json"
+    if not path.exists():  # a generation planned before its files were recorded
+        return []
+    before = {e["path"]: e for e in json.loads(path.read_text(encoding="utf-8"))}
+    now = {e["path"]: e for e in tree_manifest(root, exclude=WATCH_EXCLUDE)}
+    return sorted(p for p in set(before) | set(now) if before.get(p) != now.get(p))
+
+
+def _require_tasks_unchanged(root: Path, folder: Path, ex: Executor | None = None) -> None:
+    """Abort the generation (cancelling its runs) if its benchmark files changed under it.
+
+    Cells must be graded with the files their records name; a task edited mid-generation would
+    grade later cells with the edited ``verify`` while their records claim the old digests.
+    """
+    changed = _tasks_changes(root, folder)
+    if changed:
+        if ex is not None:
+            ex.cancel_all()
+        raise InputError(
+            f"{root}: changed during the generation ({', '.join(changed[:5])}"
+            f"{' …' if len(changed) > 5 else ''}); its cells must be graded with the files it "
+            "started with: restore them and run `wfbench evolve` to resume, or remove "
+            f"{folder} to abandon the generation"
+        )
 
 
 def _verify_stored_inputs(
@@ -540,7 +576,7 @@ def _evolve_locked(
         skills_digest=str(latest_metadata(instance, "incumbent_skills", None)["digest"]),
         tasks=bench.task_ids(),
         tasks_dir=tasks_dir,
-        tasks_digest=tree_digest(bench.root),
+        tasks_digest=tree_digest(bench.root, exclude=WATCH_EXCLUDE),
         created_at=manifest_now(),
     )
     if resumed is not None and (
@@ -554,7 +590,11 @@ def _evolve_locked(
             "finish it, or remove that folder to abandon the generation"
         )
     if resumed is None:
+        atomic_write_json(
+            folder / "tasks-files.json", tree_manifest(bench.root, exclude=WATCH_EXCLUDE)
+        )
         write_header(folder, header)
+    _require_tasks_unchanged(bench.root, folder)
     _verify_stored_inputs(instance, bench, artifacts, progress)
     if in_process is None:
         in_process = os.environ.get("WFBENCH_IN_PROCESS", "") in ("1", "true", "yes")
@@ -580,6 +620,7 @@ def _evolve_locked(
             folder=folder,
             progress=progress,
         )
+    _require_tasks_unchanged(bench.root, folder)
     aborted = breaker.tripped
     if aborted:
         progress(

@@ -407,3 +407,28 @@ def test_a_task_edited_during_the_generation_aborts_it_naming_the_file(
     )
     assert again.returncode == 0, again.stderr.decode()[-2000:]
     assert json.loads(again.stdout)["generation"] == "g0001"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b'{"instance_id": "alpha", "model_patch": "\xff\xfe"}\n', "line 1: not UTF-8"),
+        (b"[" * 100000 + b"]" * 100000 + b"\n", "line 1: invalid prediction"),
+        (b"", "no predictions in the file"),
+    ],
+    ids=["non-utf8", "deeply-nested", "empty"],
+)
+def test_bad_predictions_exit_2_naming_the_file(
+    tmp_path: Path, env: dict[str, str], content: bytes, says: str
+) -> None:
+    root = two_task_bench(tmp_path, runs=1)
+    preds = tmp_path / "preds.jsonl"
+    preds.write_bytes(content)
+    res = subprocess.run(
+        cli("grade", "--tasks", str(root), "--predictions", str(preds)),
+        env=env,
+        capture_output=True,
+    )
+    err = res.stderr.decode()
+    assert res.returncode == 2, err[-1000:]
+    assert "Traceback" not in err and f"{preds}: " in err and says in err, err[-1000:]

@@ -48,6 +48,12 @@ def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise InputError(f"{path}: cannot read predictions: {e}") from e
+    except UnicodeDecodeError as e:
+        bad_line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: line {bad_line}: not UTF-8 (byte 0x{e.object[e.start]:02x}); predictions are "
+            "JSON Lines in UTF-8"
+        ) from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -55,7 +61,9 @@ def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
             p = Prediction.model_validate(json.loads(line))
         except (json.JSONDecodeError, ValidationError) as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise InputError(f"{path}: line {n}: invalid prediction: {first}") from e
+            raise InputError(f"{path}: line {n}: invalid prediction: {first}") from None
+        except RecursionError:
+            raise InputError(f"{path}: line {n}: invalid prediction: nested too deeply") from None
         key = (p.instance_id, p.run)
         if key in out:
             raise InputError(f"{path}: line {n}: duplicate prediction for {key[0]} run {key[1]}")

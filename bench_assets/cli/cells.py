@@ -119,6 +119,8 @@ def grade(predictions: Path, tasks_dir: Path, as_json: bool) -> None:
 
     bench = load_benchmark(tasks_dir)
     preds = load_predictions(predictions)
+    if not preds:
+        fail(f"{predictions}: no predictions in the file; nothing to grade", EXIT_INVALID)
     for task_id, _ in preds:
         bench.task(task_id)
     sandbox.preflight()

@@ -432,3 +432,44 @@ def test_bad_predictions_exit_2_naming_the_file(
     err = res.stderr.decode()
     assert res.returncode == 2, err[-1000:]
     assert "Traceback" not in err and f"{preds}: " in err and says in err, err[-1000:]
+
+
+def test_report_never_shows_an_older_generations_report_as_the_latest(
+    tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision whose report failed to write: `wfbench report` says so (exit 1) instead of
+    printing the previous decision's report."""
+    import dagster as dg
+
+    from bench_assets.defs.resources import BenchResource
+    from bench_assets.driver.instance import materialize
+    from bench_assets.driver.runqueue import assets_by_name
+
+    root, art = two_task_bench(tmp_path, runs=1), tmp_path / "art"
+    assert subprocess.run(cli("evolve", "--tasks", str(root)), env=env).returncode == 0
+    ok = subprocess.run(cli("report"), env=env, capture_output=True)
+    assert ok.returncode == 0 and b"html:" in ok.stdout
+    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+    instance = dg.DagsterInstance.get()
+    try:  # a new decision, and (as if its report had failed to write) no report for it
+        materialize(
+            instance,
+            assets_by_name(str(root), ("promotion_decision",)),
+            {"bench": BenchResource(tasks_dir=str(root), artifact_root=str(art))},
+        )
+    finally:
+        instance.dispose()
+    stale = subprocess.run(cli("report"), env=env, capture_output=True)
+    assert stale.returncode == 1, stale.stdout.decode()
+    assert b"has no report" in stale.stderr and b"html:" not in stale.stdout
+
+
+def test_apply_leftovers_never_enter_the_incumbent_snapshot(tmp_path: Path) -> None:
+    from bench_assets.errors import InputError
+    from bench_assets.skills import describe
+
+    root = two_task_bench(tmp_path, runs=1)
+    leftover = root / "skills" / "work" / ".SKILL.md.wfbench-apply-0123456789ab.bak"
+    leftover.write_text("half-applied bytes")
+    with pytest.raises(InputError, match="leftovers of an interrupted apply"):
+        describe(root / "skills")

@@ -169,9 +169,19 @@ def report(open_it: bool) -> None:
     """
     from bench_assets.defs.resources import latest_metadata
 
-    md = latest_metadata(open_instance(), "benchmark_report", None)
+    instance = open_instance()
+    md = latest_metadata(instance, "benchmark_report", None)
     if not md:
         fail("no report yet; run `wfbench decide`", EXIT_INVALID)
+    decision = latest_metadata(instance, "promotion_decision", None)
+    if decision and str(decision.get("digest")) not in str(md.get("html_path")):
+        # The newest decision has no report (writing it failed): never show an older one as if.
+        fail(
+            f"the latest decision (generation {decision.get('generation') or '(none)'}, "
+            f"{decision.get('decision_path')}) has no report: writing it failed; run "
+            "`wfbench decide` again to write it",
+            EXIT_FAILED,
+        )
     click.echo(f"html: {md['html_path']}")
     click.echo(f"markdown: {md['markdown_path']}")
     if open_it:

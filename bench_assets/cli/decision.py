@@ -42,8 +42,8 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     exit code: promote, keep_incumbent and insufficient_evidence all exit 0. An UNUSABLE
     incumbent arm fails (exit 1) after the evidence is written.
     """
-    from bench_assets.driver.evolve import missing_evidence
     from bench_assets.driver.instance import StepFailed, materialize_decision
+    from bench_assets.driver.transaction import missing_evidence
     from bench_assets.generation import writer_lock
 
     bench = load_benchmark(tasks_dir)

@@ -44,6 +44,9 @@ ahead of the file or behind by more than one entry, a garbled anchor, a missing 
 than one entry), changing nothing. A caller that knows which entry it was appending (the apply
 journal, :mod:`bench_assets.apply`) passes its hash as ``expect_hash``, so only that entry is
 accepted.
+
+Why one file over 500 lines: verification, append, anchoring and repair share one format and
+one chain invariant; the docstring above states it once and every function below keeps it.
 """
 
 import contextlib

@@ -473,3 +473,32 @@ def test_apply_leftovers_never_enter_the_incumbent_snapshot(tmp_path: Path) -> N
     leftover.write_text("half-applied bytes")
     with pytest.raises(InputError, match="leftovers of an interrupted apply"):
         describe(root / "skills")
+
+
+def test_runs_a_dead_driver_left_behind_are_ended_on_the_next_start(tmp_path: Path) -> None:
+    """Runs left NOT_STARTED/STARTING/STARTED by a killed evolve used to stay so forever."""
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from bench_assets.driver.transaction import GEN_TAG, clear_orphans
+
+    with dg.instance_for_test() as instance:
+        ids = {}
+        for status in (
+            dg.DagsterRunStatus.NOT_STARTED,
+            dg.DagsterRunStatus.STARTING,
+            dg.DagsterRunStatus.STARTED,
+        ):
+            run = DagsterRun(job_name="__ASSET_JOB", status=status, tags={GEN_TAG: "g0001"})
+            instance.add_run(run)
+            ids[status] = run.run_id
+        untagged = DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.NOT_STARTED)
+        instance.add_run(untagged)  # not a generation's run: a UI launch, left alone
+        said: list[str] = []
+        clear_orphans(instance, said.append)
+        for run_id in ids.values():
+            run = instance.get_run_by_id(run_id)
+            assert run is not None and run.is_finished, run
+        left = instance.get_run_by_id(untagged.run_id)
+        assert left is not None and left.status == dg.DagsterRunStatus.NOT_STARTED
+        assert said == ["ended 3 run(s) left by an interrupted generation"]

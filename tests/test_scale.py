@@ -21,7 +21,9 @@ from bench_assets.defs.resources import latest_metadata, latest_metadata_by_part
 from bench_assets.driver.instance import (
     latest_cells,
     materialize_cells,
+    materialize_decision,
     materialize_inputs,
+    partition_blocks,
     sync_instance,
 )
 from bench_assets.driver.plan import plan_cells, plan_task, prior_cells, stored_input_identities
@@ -126,23 +128,81 @@ def test_bulk_lookup_returns_each_partitions_latest_in_few_queries(
     _report(instance, "other", "p00", 7)  # another asset is never mixed in
     expected = {k: latest_metadata(instance, "thing", k) for k in keys[:10]}
 
-    fetches: list[int] = []
-    real = instance.fetch_materializations
+    pages: list[int] = []
+    real_read = resources._read_plain_materializations
+    deserialized: list[int] = []
+    real_fetch = instance.fetch_materializations
 
-    def counting(records_filter, limit, *a, **kw):
-        fetches.append(limit)
-        return real(records_filter, limit, *a, **kw)
+    def reading(inst, storage_ids):
+        pages.append(len(storage_ids))
+        return real_read(inst, storage_ids)
 
-    monkeypatch.setattr(instance, "fetch_materializations", counting)
+    def fetching(records_filter, limit, *a, **kw):
+        deserialized.append(limit)
+        return real_fetch(records_filter, limit, *a, **kw)
+
+    monkeypatch.setattr(resources, "_read_plain_materializations", reading)
+    monkeypatch.setattr(instance, "fetch_materializations", fetching)
     for wanted, page in ((keys, 3), (keys, 500), (None, 4), (keys[:5], 2)):
-        fetches.clear()
+        pages.clear()
         got = latest_metadata_by_partition(instance, "thing", wanted, page=page)
         want = {k: v for k, v in expected.items() if wanted is None or k in wanted}
         assert got == want
-        assert len(fetches) == -(-len(want) // page)  # ceil(n / page) record queries
+        assert len(pages) == -(-len(want) // page)  # ceil(n / page) record queries
+    assert deserialized == []  # plain metadata never needs Dagster's deserializer
     assert got["p00"]["n"] == 100 and got["p00"]["data_version"] == "v100"
     assert latest_metadata_by_partition(instance, "thing", []) == {}
     assert latest_metadata_by_partition(instance, "never", keys) == {}
+
+
+def test_bulk_lookup_reads_plain_metadata_from_the_stored_json_exactly_as_dagster_does(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = {
+        "text": "x",
+        "empty": "",
+        "int": 7,
+        "big": 2**40,
+        "float": 0.25,
+        "whole_float": 1.0,
+        "yes": True,
+        "no": False,
+        "none": None,
+        "path": dg.MetadataValue.path("/tmp/record.json"),
+        "md": dg.MetadataValue.md("| a |\n| - |"),
+        "url": dg.MetadataValue.url("http://example.com"),
+        "unicode": "naïve ✓",
+    }
+    for i in range(4):
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization(
+                "cells",
+                partition=f"p{i}",
+                metadata={**plain, "n": i},
+                tags={"dagster/data_version": f"v{i}", "other": "t"},
+            )
+        )
+    # Values Dagster stores as objects (json, tables) go through Dagster's own deserializer.
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization("cells", partition="p9", metadata={"json": {"a": [1, 2]}})
+    )
+    keys = [f"p{i}" for i in range(4)] + ["p9"]
+    expected = {k: latest_metadata(instance, "cells", k) for k in keys}
+    through_dagster: list[object] = []
+    real = instance.fetch_materializations
+
+    def counting(records_filter, limit, *a, **kw):
+        through_dagster.extend(records_filter.storage_ids or [])
+        return real(records_filter, limit, *a, **kw)
+
+    monkeypatch.setattr(instance, "fetch_materializations", counting)
+    got = latest_metadata_by_partition(instance, "cells", keys)
+    assert got == expected
+    assert {k: type(v) for k, v in got["p0"].items()} == {
+        k: type(v) for k, v in expected["p0"].items()
+    }
+    assert len(through_dagster) == 1  # only p9's record was deserialized by Dagster
+    assert got["p9"]["json"] == {"a": [1, 2]}
 
 
 # -- planning from stored inputs ---------------------------------------------------------------
@@ -240,6 +300,71 @@ def test_prior_cells_and_latest_cells_query_per_asset_not_per_cell(
     calls.clear()
     views = latest_cells(instance, ["alpha"], str(root))
     assert sorted(calls) == ["candidate_cells", "comparator_cells"] and len(views) == 3
+
+
+# -- the decision: aggregates for all tasks in one run --------------------------------------
+
+
+def test_aggregates_run_once_for_all_tasks_and_name_each_incomplete_one(
+    tmp_path: Path, instance: dg.DagsterInstance
+) -> None:
+    root, art = _two_task_bench(tmp_path), tmp_path / "art"
+    bench = load_benchmark(root)
+    sync_instance(instance, bench)
+    materialize_inputs(
+        instance,
+        bench.task_ids(),
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        progress=lambda m: None,
+    )
+    materialize_cells(  # alpha's cells only: beta stays incomplete
+        instance,
+        ["alpha"],
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        force=False,
+        generation="g0001",
+        candidate="c1",
+        progress=lambda m: None,
+    )
+    lines: list[str] = []
+    materialize_decision(
+        instance,
+        bench.task_ids(),
+        tasks_dir=str(root),
+        artifact_root=str(art),
+        generation="g0001",
+        aborted=False,
+        progress=lines.append,
+    )
+    mats = instance.fetch_materializations(dg.AssetKey("aggregates"), limit=100).records
+    assert sorted(r.partition_key for r in mats) == ["alpha", "beta"]
+    agg_runs = {r.run_id for r in mats}
+    assert len(agg_runs) == 1  # one run for every task, not one per task
+    md = latest_metadata_by_partition(instance, "aggregates", bench.task_ids())
+    assert md["alpha"]["missing_cells"] is None and md["alpha"]["cells"] == 3
+    assert md["beta"]["missing_cells"] == "baseline.r0, workflow.r0, cand.r0"
+    assert md["alpha"]["digest"] != md["beta"]["digest"]
+    assert "aggregates[beta]: INCOMPLETE (missing baseline.r0, workflow.r0, cand.r0)" in lines
+    assert not any("aggregates[alpha]: INCOMPLETE" in line for line in lines)
+    # The blocking check failed in that run and names the incomplete task and its cells.
+    key = dg.AssetCheckKey(dg.AssetKey("aggregates"), "aggregates_complete")
+    record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
+    evaluation = record.event.dagster_event.event_specific_data
+    assert record.run_id in agg_runs and not evaluation.passed
+    assert "beta: baseline.r0, workflow.r0, cand.r0" in evaluation.metadata["missing"].value
+    assert "alpha" not in evaluation.metadata["missing"].value
+
+
+def test_partition_blocks_are_contiguous_runs_in_partition_order() -> None:
+    ordered = ["c", "a", "b", "d", "e"]
+    assert partition_blocks(ordered, ["a", "b", "c", "d", "e"]) == [("c", "e")]
+    assert partition_blocks(ordered, ["c", "b", "e"]) == [("c", "c"), ("b", "b"), ("e", "e")]
+    assert partition_blocks(ordered, ["a", "b"]) == [("a", "b")]
+    assert partition_blocks(ordered, []) == []
+    with pytest.raises(InputError, match="wfbench sync"):
+        partition_blocks(ordered, ["zz"])
 
 
 def test_a_repeated_sync_writes_nothing(

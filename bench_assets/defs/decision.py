@@ -24,9 +24,7 @@ from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
 from bench_assets.defs.resources import (
     BenchResource,
     latest_metadata_by_partition,
-    latest_record,
     partition_materializations,
-    record_metadata,
     upstream_metadata,
 )
 from bench_assets.documents import CellLineage, DecisionDocument, load_cell, load_decision
@@ -272,13 +270,13 @@ def _load_aggregates(
     instance: dg.DagsterInstance, task_ids: list[str]
 ) -> list[agg_mod.TaskAggregate]:
     out = []
+    found = latest_metadata_by_partition(instance, "aggregates", task_ids)  # one bulk lookup
     for task in task_ids:
-        rec = latest_record(instance, "aggregates", task)
-        if rec is None:
+        md = found.get(task)
+        if md is None:
             raise InputError(
                 f"aggregates[{task}] has never been materialized; materialize it first"
             )
-        md = record_metadata(rec)
         out.append(
             agg_mod.TaskAggregate.model_validate_json(Path(str(md["record_path"])).read_text())
         )

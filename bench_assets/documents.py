@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import InputError, RecordCorrupt
+from bench_assets.fsutil import read_model
 from bench_assets.gate import Decision
 from bench_assets.records import CellRecord, load_record
 
@@ -52,6 +53,19 @@ class CellMaterialization(_Doc):
     reused_data_version: str | None = None
     ran_because: str | None = None
     """For a fresh materialization: why the cell was paid for (e.g. ``identity changed``)."""
+
+    @classmethod
+    def fresh(cls, record: CellRecord, path: Path, because: str) -> "CellMaterialization":
+        """The lineage of a materialization that records ``record`` as paid (not reused)."""
+        return cls(
+            record_path=str(path),
+            identity_digest=record.identity_digest,
+            error_kind=record.error_kind,
+            generation=record.generation,
+            recorded_at=record.recorded_at,
+            reused=False,
+            ran_because=because,
+        )
 
     def to_metadata(self) -> dict[str, Any]:
         """Plain metadata values (``None`` becomes Dagster's null value)."""
@@ -183,15 +197,10 @@ def load_decision(path: Path) -> DecisionDocument:
     Raises:
         InputError: Missing, unreadable or not a decision document of this schema.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise InputError(f"{path}: cannot read the decision ({e.strerror})") from None
-    try:
-        return DecisionDocument.model_validate_json(text)
-    except ValidationError as e:
-        bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
-        raise InputError(
-            f"{path}: not a decision document of schema {DECISION_SCHEMA} "
-            f"(fields {', '.join(bad[:8])}); re-run `wfbench decide`"
-        ) from None
+    return read_model(
+        path,
+        DecisionDocument,
+        what=f"decision document of schema {DECISION_SCHEMA}",
+        error=InputError,
+        hint="re-run `wfbench decide`",
+    )

@@ -14,7 +14,9 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 _RO_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _RO_DIR = _RO_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
@@ -175,3 +177,30 @@ def owner_lock(path: Path, owner: dict[str, Any]) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(
+    path: Path, model: type[M], *, what: str, error: type[Exception], hint: str = ""
+) -> M:
+    """Read one typed JSON document; every failure is one ``error`` naming the file and fields.
+
+    Args:
+        path: The file.
+        model: The pydantic model it must validate as.
+        what: What the document is, for the message (``"cell record"``).
+        error: The exception class to raise (from :mod:`bench_assets.errors`).
+        hint: What the user can do, appended to the message.
+    """
+    tail = f"; {hint}" if hint else ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read the {what} ({e}){tail}") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as e:
+        bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
+        raise error(f"{path}: not a valid {what} (fields {', '.join(bad[:6])}){tail}") from None

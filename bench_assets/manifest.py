@@ -22,12 +22,12 @@ Anything else is missing evidence, named, and the gate can only answer ``insuffi
 import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from bench_assets.errors import InputError, RecordCorrupt
-from bench_assets.fsutil import atomic_write_json
+from bench_assets.fsutil import atomic_write_json, read_model
 from bench_assets.records import CellRecord, load_record
 
 SCHEMA_VERSION = 1
@@ -35,6 +35,9 @@ SCHEMA_VERSION = 1
 
 class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+D = TypeVar("D", bound=_Doc)
 
 
 class ManifestHeader(_Doc):
@@ -115,17 +118,14 @@ def write_task(folder: Path, manifest: TaskManifest) -> None:
     atomic_write_json(task_path(folder, manifest.task), manifest.model_dump(mode="json"))
 
 
-def _load(path: Path, model: type[_Doc]) -> _Doc:
-    try:
-        return model.model_validate_json(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"{path}: cannot read the generation manifest ({e.strerror})") from None
-    except ValidationError as e:
-        bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
-        raise InputError(
-            f"{path}: not a generation manifest (fields {', '.join(bad[:6])}); the generation "
-            "cannot be decided — run `wfbench evolve` to plan it again"
-        ) from None
+def _load(path: Path, model: type[D]) -> D:
+    return read_model(
+        path,
+        model,
+        what="generation manifest",
+        error=InputError,
+        hint="the generation cannot be decided; run `wfbench evolve` to plan it again",
+    )
 
 
 def load_header(folder: Path) -> ManifestHeader | None:

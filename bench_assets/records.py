@@ -12,11 +12,11 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import RecordCorrupt
-from bench_assets.fsutil import atomic_write_bytes, atomic_write_json
+from bench_assets.fsutil import atomic_write_bytes, atomic_write_json, read_model
 from bench_assets.hashing import sha256_bytes, sha256_json
 
 SCHEMA_VERSION = 1
@@ -137,15 +137,10 @@ def load_record(path: Path) -> CellRecord:
         RecordCorrupt: unreadable, not JSON, truncated or not a record of this schema — named by
             file, never a raw validation traceback.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RecordCorrupt(f"{path}: cannot read the cell record ({e})") from None
-    try:
-        return CellRecord.model_validate_json(text)
-    except ValidationError as e:
-        bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
-        raise RecordCorrupt(
-            f"{path}: not a valid cell record (fields {', '.join(bad[:6])}); the cell will be paid "
-            "again rather than reused"
-        ) from None
+    return read_model(
+        path,
+        CellRecord,
+        what="cell record",
+        error=RecordCorrupt,
+        hint="the cell will be paid again rather than reused",
+    )

@@ -15,6 +15,7 @@ from bench_assets.aggregate import (
     arm_health,
     unusable_incumbent,
 )
+from bench_assets.cli.common import exit_code_for
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import EvidenceError, IntegrityError
 from bench_assets.records import CellRecord
@@ -474,7 +475,7 @@ def test_inconsistent_evidence_is_refused(
 ) -> None:
     with pytest.raises(EvidenceError, match=message) as err:
         aggregate_task("alpha", planned, inputs)
-    assert isinstance(err.value, IntegrityError) and err.value.exit_code == 1
+    assert isinstance(err.value, IntegrityError) and exit_code_for(err.value) == 1
 
 
 def test_malformed_planned_cell_key() -> None:

@@ -274,16 +274,7 @@ def _materialize_cell(
         redactor=from_environment(_secret_names(b)),
         adapter=adapter,
     )
-    lineage = CellMaterialization(
-        record_path=str(path),
-        identity_digest=record.identity_digest,
-        error_kind=record.error_kind,
-        generation=record.generation,
-        recorded_at=record.recorded_at,
-        reused=False,
-        ran_because=reason,
-    )
-    md = cell_metadata(record, path, lineage)
+    md = cell_metadata(record, path, CellMaterialization.fresh(record, path, reason))
     return dg.MaterializeResult(data_version=dg.DataVersion(record.data_version), metadata=md)
 
 
@@ -308,14 +299,8 @@ def _adopt(
             f"{path}: cannot adopt: it was not made for {task} {cell} with this identity in "
             f"generation {config.generation or '(none)'}"
         )
-    lineage = CellMaterialization(
-        record_path=str(path),
-        identity_digest=record.identity_digest,
-        error_kind=record.error_kind,
-        generation=record.generation,
-        recorded_at=record.recorded_at,
-        reused=False,
-        ran_because="adopted: the run that paid for it was killed before it was recorded",
+    lineage = CellMaterialization.fresh(
+        record, path, "adopted: the run that paid for it was killed before it was recorded"
     )
     context.log.info(f"{task} {cell}: adopted the finished record {config.adopt_record_id}")
     return dg.MaterializeResult(

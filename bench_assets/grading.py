@@ -1,10 +1,10 @@
 """Grading a cell after its agent exited: visible ``verify``, the hidden oracle, patch and churn.
 
-Order (SPEC §6.1): restore protected files and the runner files of the agent's diff
-(:mod:`bench_assets.hygiene`) → ``verify`` (workspace read-only, network off, output tail kept)
-→ oracle (staged at a per-cell random path, read-only, offline; output never kept; staged bytes
-re-checked and removed) → patch and churn captured against the base commit, excluding the skill
-and graph paths.
+Order (steps 2–4 of the README section "How a cell runs, and what it records"): restore protected
+files and the runner files of the agent's diff (:mod:`bench_assets.hygiene`) → ``verify``
+(workspace read-only, network off, output tail kept) → oracle (staged at a per-cell random path,
+read-only, offline; output never kept; staged bytes re-checked and removed) → patch and churn
+captured against the base commit, excluding the skill and graph paths.
 
 Both test phases run through :func:`bench_assets.runner.run_phase` with the same sandbox, so the
 code under test cannot tell them apart except by the test files that were added. With the trusted

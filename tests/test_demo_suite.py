@@ -1,14 +1,15 @@
 """The offline demo's intended outcomes are facts, not hopes.
 
 Every replay line in ``tasks/replays/<arm>.jsonl`` is graded here by the harness itself, exactly
-as a cell is (SPEC §6.1): ``run_cell`` with the replay adapter copies the sanitized template,
-applies the recorded patch with ``git apply`` in the sandbox, restores protected and runner
-files, runs ``verify`` and the hidden oracle through the trusted runner (per-test outcomes, the
-oracle staged read-only at a per-cell random path), and captures the patch. The measured
-(verify, oracle) pair must equal the intended table in ``tasks/replays/expected.json``, and the
-design the demo relies on (SPEC §6.3: the candidate resolves more at lower cost, cheats never
-resolve, every oracle fails on the unmodified repo) is asserted from the measured outcomes and the
-recorded usage. So every gold patch resolving here is a statement about the real grader.
+as a cell is (:mod:`bench_assets.grading`): ``run_cell`` with the replay adapter copies the
+sanitized template, applies the recorded patch with ``git apply`` in the sandbox, restores
+protected and runner files, runs ``verify`` and the hidden oracle through the trusted runner
+(per-test outcomes, the oracle staged read-only at a per-cell random path), and captures the
+patch. The measured (verify, oracle) pair must equal the intended table in
+``tasks/replays/expected.json``, and the design the demo relies on (the candidate resolves more
+at lower cost, cheats never resolve, every oracle fails on the unmodified repo) is asserted from
+the measured outcomes and the recorded usage. So every gold patch resolving here is a statement
+about the real grader.
 """
 
 import json
@@ -295,7 +296,7 @@ def test_cheat_labels_match_what_the_patches_do():
             assert ".wfbench-oracle-" in patch and '"git", "log", "--all"' in patch
 
 
-# --- the design the demo relies on (SPEC §6.3) --------------------------------------------------
+# --- the design the demo relies on (see the module docstring) ------------------------------------
 
 
 def test_candidate_resolves_more_than_the_incumbent(measured):

@@ -396,7 +396,9 @@ def test_a_task_edited_during_the_generation_aborts_it_naming_the_file(
     while not (art / "generations" / "g0001" / "tasks" / "alpha.json").exists():
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.02)
-    task_file.write_text(original.replace("python -m pytest -q", "python -m pytest -q -x"))
+    edited = original.replace("  - tests\n", "  - tests/test_calc.py\n")  # verify: {pytest: [...]}
+    assert edited != original
+    task_file.write_text(edited)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 2, err.decode()[-2000:]
     assert "changed during the generation (beta/task.yaml)" in err.decode()

@@ -362,6 +362,7 @@ def run_cell(
         timings={k: round(v, 4) for k, v in timings.items()},
         recorded_at=now_iso(),
         ad_hoc=ad_hoc,
+        model_usage=usage.by_model,
     )
     return record, write_record(folder, record)
 

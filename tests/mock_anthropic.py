@@ -130,13 +130,20 @@ class MockMessagesAPI:
                     body = None
                 with api._lock:
                     api.seen.append(
-                        Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                        Seen(
+                            self.command,
+                            self.path,
+                            {k.lower(): v for k, v in self.headers.items()},
+                            body,
+                        )
                     )
                 return body if isinstance(body, dict) else None
 
             def do_GET(self) -> None:
                 self._record()
-                self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": "no"}})
+                self._json(
+                    404, {"type": "error", "error": {"type": "not_found_error", "message": "no"}}
+                )
 
             def do_POST(self) -> None:
                 body = self._record()
@@ -145,13 +152,19 @@ class MockMessagesAPI:
                     self._json(200, {"input_tokens": 100})
                     return
                 if path != "/v1/messages" or body is None:
-                    self._json(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+                    self._json(
+                        404,
+                        {"type": "error", "error": {"type": "not_found_error", "message": path}},
+                    )
                     return
                 answer = api.script(body)
                 if isinstance(answer, Failure):
                     self._json(
                         answer.status,
-                        {"type": "error", "error": {"type": answer.error_type, "message": answer.message}},
+                        {
+                            "type": "error",
+                            "error": {"type": answer.error_type, "message": answer.message},
+                        },
                         retry=False,
                     )
                     return
@@ -230,7 +243,11 @@ def _sse_events(reply: Reply, model: str) -> list[dict[str, Any]]:
     for index, block in enumerate(reply.blocks):
         if block["type"] == "text":
             events.append(
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {"type": "text", "text": ""},
+                }
             )
             events.append(
                 {
@@ -241,12 +258,21 @@ def _sse_events(reply: Reply, model: str) -> list[dict[str, Any]]:
             )
         else:
             head = {k: v for k, v in block.items() if k != "input"}
-            events.append({"type": "content_block_start", "index": index, "content_block": {**head, "input": {}}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**head, "input": {}},
+                }
+            )
             events.append(
                 {
                     "type": "content_block_delta",
                     "index": index,
-                    "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+                    "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": json.dumps(block["input"]),
+                    },
                 }
             )
         events.append({"type": "content_block_stop", "index": index})

@@ -228,13 +228,14 @@ class ModelApiProxy:
         body = h.rfile.read(length)
         problem = _body_problem(body)
         if problem:
-            self._refuse(h, 403, f"{h.command} {path}: {problem}")
+            self._refuse(h, 403, f"{h.command} {path}: {problem}", body_read=True)
             return
         if not self._decided.wait(self._timeout_s):
-            self._refuse(h, 403, f"{h.command} {path}: the harness never released the session")
+            why = f"{h.command} {path}: the harness never released the session"
+            self._refuse(h, 403, why, body_read=True)
             return
         if self._refusal is not None:
-            self._refuse(h, 403, f"{h.command} {path}: {self._refusal}")
+            self._refuse(h, 403, f"{h.command} {path}: {self._refusal}", body_read=True)
             return
         self._forward(h, path + (f"?{query}" if query else ""), body)
 
@@ -255,7 +256,8 @@ class ModelApiProxy:
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
-            self._refuse(h, 502, f"upstream {self._netloc} unreachable: {type(e).__name__}")
+            why = f"upstream {self._netloc} unreachable: {type(e).__name__}: {e}"
+            self._refuse(h, 502, why[:200], body_read=True)
             return
         with self._lock:
             self.forwarded += 1
@@ -275,9 +277,11 @@ class ModelApiProxy:
             h.close_connection = True
             conn.close()
 
-    def _refuse(self, h: "_ProxyHandler", status: int, why: str) -> None:
+    def _refuse(
+        self, h: "_ProxyHandler", status: int, why: str, *, body_read: bool = False
+    ) -> None:
         self._note_refusal(why)
-        if h.headers.get("content-length") and h.command not in ("GET", "HEAD"):
+        if not body_read and h.headers.get("content-length") and h.command not in ("GET", "HEAD"):
             try:
                 h.rfile.read(min(int(h.headers["content-length"]), MAX_REQUEST_BYTES))
             except (OSError, ValueError):

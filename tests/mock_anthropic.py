@@ -8,6 +8,7 @@ recorded for the test to inspect. Errors are answered with ``x-should-retry: fal
 does not spend minutes retrying.
 """
 
+import itertools
 import json
 import threading
 from collections.abc import Callable
@@ -104,6 +105,12 @@ class MockMessagesAPI:
     seen: list[Seen] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def _message_id(self) -> str:
+        # Unique per answer: the CLI merges assistant messages that share an id.
+        with self._lock:
+            return f"msg_mock_{next(self._ids)}"
 
     @property
     def url(self) -> str:
@@ -172,7 +179,7 @@ class MockMessagesAPI:
                 if body.get("stream"):
                     self._stream(answer, model)
                 else:
-                    self._json(200, _message(answer, model, "msg_mock"))
+                    self._json(200, _message(answer, model, api._message_id()))
 
             def _json(self, status: int, payload: dict[str, Any], *, retry: bool = True) -> None:
                 data = json.dumps(payload).encode()
@@ -193,7 +200,7 @@ class MockMessagesAPI:
                 self.send_header("connection", "close")
                 self.end_headers()
                 self.close_connection = True
-                for event in _sse_events(reply, model):
+                for event in _sse_events(reply, model, api._message_id()):
                     name = event["type"]
                     self.wfile.write(f"event: {name}\ndata: {json.dumps(event)}\n\n".encode())
                 self.wfile.flush()
@@ -236,8 +243,8 @@ def _message(reply: Reply, model: str, msg_id: str) -> dict[str, Any]:
     }
 
 
-def _sse_events(reply: Reply, model: str) -> list[dict[str, Any]]:
-    start = _message(Reply((), reply.stop_reason, reply.input_tokens, 1), model, "msg_mock")
+def _sse_events(reply: Reply, model: str, msg_id: str) -> list[dict[str, Any]]:
+    start = _message(Reply((), reply.stop_reason, reply.input_tokens, 1), model, msg_id)
     start["stop_reason"] = None
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(reply.blocks):

@@ -759,6 +759,7 @@ def evolve(tasks_dir: Path, as_json: bool) -> None:
         "paid_cells": res.paid_cells,
         "reused_cells": res.reused_cells,
         "aborted": res.aborted,
+        "stop_reason": res.stop_reason or None,
         "unusable_incumbent": res.unusable or None,
         "applied": res.applied,
         "report": res.report,
@@ -773,7 +774,7 @@ def evolve(tasks_dir: Path, as_json: bool) -> None:
         )
         click.echo(f"report: {res.report}")
         if res.aborted:
-            click.echo("ABORTED: the outage breaker tripped; the decision cannot promote")
+            click.echo(f"ABORTED: {res.stop_reason}; the decision cannot promote")
         if res.unusable:
             click.echo(f"FAILED: {res.unusable}")
     if res.aborted or res.unusable:

@@ -84,6 +84,7 @@ from bench_assets.sandbox import (
     SandboxSpec,
     run,
     sandbox_env,
+    unsafe_mode,
 )
 
 EMPTY_MCP_CONFIG = '{"mcpServers":{}}'
@@ -920,6 +921,7 @@ class ClaudeCodeAdapter:
                     watch=watch,
                 )
                 egress = proxy.stats()
+                forwarded = proxy.forwarded
         except (ContainmentError, OSError, ValueError) as e:
             return _infra(redactor.text(f"{type(e).__name__}: {e}"), version)
         parsed = parse_stream(res.stdout)
@@ -937,9 +939,14 @@ class ClaudeCodeAdapter:
         )
         if kind in (ErrorKind.INFRA_ERROR, ErrorKind.SESSION_ERROR) and not res.stopped:
             detail += f" [{egress}]"
+        usage = parsed.usage()
+        if parsed.result is None and forwarded == 0 and not unsafe_mode():
+            # No report, but the proxy is the only way to the model API (in the sandbox): nothing
+            # forwarded, nothing spent. A stop at init is free, which the spend cap relies on.
+            usage = usage.model_copy(update={"cost_usd": 0.0})
         return SessionResult(
             ok=kind is None,
-            usage=parsed.usage(),
+            usage=usage,
             error_kind=kind,
             error_detail=redactor.text(detail),
             session_ids=parsed.session_ids,
@@ -950,9 +957,11 @@ class ClaudeCodeAdapter:
 
 
 def _infra(detail: str, version: str | None = None) -> SessionResult:
+    # Returned before the CLI could reach the egress proxy, the only way to the model API: the
+    # session provably spent nothing (the generation's spend cap relies on it).
     return SessionResult(
         ok=False,
-        usage=Usage(),
+        usage=Usage(cost_usd=0.0),
         error_kind=ErrorKind.INFRA_ERROR,
         error_detail=detail,
         agent_version=version,

@@ -37,7 +37,7 @@ from bench_assets.defs.instance_ops import (
 )
 from bench_assets.defs.lookup import latest_metadata
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.generation import OutageBreaker, next_candidate, next_generation
+from bench_assets.generation import OutageBreaker, SpendCap, next_candidate, next_generation
 from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
 from bench_assets.records import load_record
 from bench_assets.store import ArtifactStore, default_artifact_root
@@ -72,6 +72,8 @@ class EvolveResult:
     plan: list[PlannedCell] = field(default_factory=list)
     cells: list[dict[str, Any]] = field(default_factory=list)
     applied: bool = False
+    stop_reason: str = ""
+    """Why no further cell was scheduled (outage breaker or spend cap); empty if none."""
 
 
 def _resources(tasks_dir: str, artifact_root: str) -> dict[str, Any]:
@@ -308,6 +310,7 @@ def evolve(
     home = instance.root_directory
     init = (home, artifact_root)
     breaker = OutageBreaker(limits.outage_streak)
+    spend = SpendCap(limits.max_spend_usd)
     submitted: list[tuple[PlannedCell, Future[dict[str, Any]]]] = []
     plan: list[PlannedCell] = []
     judged = 0
@@ -317,7 +320,7 @@ def evolve(
 
     def judge(block: bool) -> None:
         nonlocal judged
-        while judged < len(submitted) and not breaker.tripped:
+        while judged < len(submitted) and not (breaker.tripped or spend.tripped):
             pc, fut = submitted[judged]
             if not block and not fut.done():
                 return
@@ -335,8 +338,9 @@ def evolve(
             verdict = "resolved" if md.get("resolved") else str(kind)
             progress(f"  [{judged + 1}/{len(submitted)}] {pc.task} {pc.cell}: {verdict}")
             breaker.observe(None if kind in (None, "-") else ErrorKind(str(kind)))
+            spend.observe(pc.cell, _reported_cost(md), _session_budget(bench, pc.arm))
             judged += 1
-        if breaker.tripped:
+        if breaker.tripped or spend.tripped:
             for _, fut in submitted[judged:]:
                 fut.cancel()
 
@@ -355,7 +359,7 @@ def evolve(
         for fut in as_completed(builds):
             task = fut.result()
             progress(f"inputs ready: {task}")
-            if breaker.tripped:
+            if breaker.tripped or spend.tripped:
                 continue
             inputs = load_cell_inputs(instance, bench_res, task, candidate=True)
             keys = [(task, a, r) for a in bench.config.arms for r in range(bench.config.runs)]
@@ -384,12 +388,15 @@ def evolve(
                 )
             judge(block=False)
         judge(block=True)
-    aborted = breaker.tripped
-    if aborted:
-        progress(
+    aborted = breaker.tripped or spend.tripped
+    stop_reason = spend.reason if spend.tripped else ""
+    if breaker.tripped:
+        stop_reason = (
             f"outage breaker tripped after {breaker.streak} consecutive systemic failures "
-            f"({', '.join(breaker.trip_kinds)}); no further cells scheduled"
+            f"({', '.join(breaker.trip_kinds)})"
         )
+    if aborted:
+        progress(f"{stop_reason}; no further cells scheduled")
     unusable = ""
     try:
         out = materialize_decision(
@@ -430,4 +437,17 @@ def evolve(
         plan=plan,
         cells=cells,
         applied=applied,
+        stop_reason=stop_reason,
     )
+
+
+def _reported_cost(md: Mapping[str, Any]) -> float | None:
+    """The paid cell's cost from its record (metadata shows "unmeasured" as text); None if none."""
+    path = Path(str(md.get("record_path", "")))
+    return load_record(path).cost_usd if md.get("record_path") and path.is_file() else None
+
+
+def _session_budget(bench: Benchmark, arm: str) -> float | None:
+    """The arm's per-session budget: what a cell of unknown cost may have spent at most."""
+    budget = getattr(bench.config.arms[arm].agent, "max_budget_usd", None)
+    return float(budget) if budget is not None else None

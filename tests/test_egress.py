@@ -93,7 +93,8 @@ def test_agent_reaches_the_model_api_and_nothing_else(
         req = urllib.request.Request(
             base + "/v1/messages", data=json.dumps({MESSAGE!r}).encode(),
             headers={{"content-type": "application/json"}})
-        out["api"] = json.loads(urllib.request.urlopen(req, timeout=10).read())["content"][0]["text"]
+        answer = json.loads(urllib.request.urlopen(req, timeout=10).read())
+        out["api"] = answer["content"][0]["text"]
         for name, addr in (("direct", ("127.0.0.1", {port})), ("public", ("1.1.1.1", 443))):
             try:
                 socket.create_connection(addr, timeout=3)

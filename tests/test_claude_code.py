@@ -488,6 +488,17 @@ def test_write_denials_the_arm_did_not_ask_for_are_infra_errors() -> None:
     assert judge(res, parse_stream(data), allowed_only_read, timeout_s=60) == (None, "")
 
 
+def test_init_version_and_key_source_must_match_what_is_recorded() -> None:
+    """M7: the version in the cell identity and the credential path are what actually ran."""
+    assert _judge_recorded("write_ok", _want(version="2.1.197")) == (None, "")
+    kind, detail = _judge_recorded("write_ok", _want(version="2.1.200"))
+    assert kind is ErrorKind.INFRA_ERROR
+    assert "runs Claude Code '2.1.197', but '2.1.200' is recorded" in detail
+    assert _judge_recorded("write_ok", _want(api_key_source="ANTHROPIC_API_KEY")) == (None, "")
+    kind, detail = _judge_recorded("write_ok", _want(api_key_source="apiKeyHelper"))
+    assert kind is ErrorKind.INFRA_ERROR and "takes its credential from" in detail
+
+
 def test_expected_skill_must_be_available_in_init() -> None:
     assert _judge_recorded("skill_ok", _want(expected_skill="work")) == (None, "")
     kind, detail = _judge_recorded(

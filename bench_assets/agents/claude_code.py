@@ -478,6 +478,10 @@ class Expectations:
     """``bypassPermissions``: no tool call may be denied except a disallowed one."""
     granted: frozenset[str] = field(default_factory=frozenset)
     """``dontAsk``: tools pre-approved outright (a denial of one of them is the harness's fault)."""
+    version: str | None = None
+    """The CLI version recorded in the cell identity (``--version``); init must agree."""
+    api_key_source: str | None = None
+    """Where the CLI must take its key from (``ANTHROPIC_API_KEY``: the proxy's placeholder)."""
 
 
 def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
@@ -494,6 +498,18 @@ def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
     model = init.get("model")
     if model != want.model:
         return f"the CLI runs model {model!r}, but {want.model!r} was requested"
+    version = init.get("claude_code_version")
+    if want.version is not None and version is not None and version != want.version:
+        return (
+            f"the session runs Claude Code {version!r}, but {want.version!r} is recorded in the "
+            "cell identity (the executable changed)"
+        )
+    source = init.get("apiKeySource")
+    if want.api_key_source is not None and source != want.api_key_source:
+        return (
+            f"the CLI takes its credential from {source!r}, not from {want.api_key_source!r} "
+            "(the variable the egress proxy stands behind)"
+        )
     tools = init.get("tools")
     present = {t for t in tools if isinstance(t, str)} if isinstance(tools, list) else set()
     if want.tools is not None:
@@ -842,6 +858,8 @@ class ClaudeCodeAdapter:
             restricted=restricted,
             unrestricted_mode=not allowed,
             granted=granted,
+            version=self._cli_version(),
+            api_key_source="ANTHROPIC_API_KEY" if "ANTHROPIC_API_KEY" in ctx.secrets_env else None,
         )
 
     def _env(

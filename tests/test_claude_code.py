@@ -625,4 +625,8 @@ def test_repository_settings_are_masked_and_left_untouched(tmp_path: Path) -> No
         if b.get("type") == "text"
     ]
     assert texts[0] == "{}\n"
+    # The agent can neither rewrite the mask nor reach it through a writable path.
+    attack = json.loads(texts[1])
+    assert attack["rewrite"] in ("OSError", "PermissionError")
+    assert attack["scratch"] == []
     assert settings.read_text() == '{"permissions": {"deny": ["Write"]}, "model": "opus"}'

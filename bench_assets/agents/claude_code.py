@@ -50,6 +50,7 @@ import json
 import os
 import re
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -919,9 +920,12 @@ class ClaudeCodeAdapter:
         want = self.expectations(ctx)
         bypass = self.permission_mode() == "bypassPermissions"
         try:
-            with ModelApiProxy(
-                upstream, credentials=credentials, hold=True, timeout_s=ctx.timeout_s
-            ) as proxy:
+            with (
+                tempfile.TemporaryDirectory(prefix="wfbench-mask-") as mask_dir,
+                ModelApiProxy(
+                    upstream, credentials=credentials, hold=True, timeout_s=ctx.timeout_s
+                ) as proxy,
+            ):
                 watch = _InitWatch(lambda init: check_init(init, want), proxy)
                 res = run(
                     self.argv(str(runtime.exe), ctx),
@@ -933,7 +937,7 @@ class ClaudeCodeAdapter:
                     sandbox=session_sandbox(
                         ctx,
                         network=False,
-                        extra=(*runtime.mounts, *_settings_masks(ctx.workdir, ctx.scratch)),
+                        extra=(*runtime.mounts, *_settings_masks(ctx.workdir, Path(mask_dir))),
                         model_api=proxy.channel(),
                     ),
                     watch=watch,
@@ -986,12 +990,16 @@ def _infra(detail: str, version: str | None = None) -> SessionResult:
     )
 
 
-def _settings_masks(workdir: Path, scratch: Path) -> tuple[Mount, ...]:
-    """Read-only ``{}`` over each repository settings file that exists (see module docstring)."""
+def _settings_masks(workdir: Path, private: Path) -> tuple[Mount, ...]:
+    """Read-only ``{}`` over each repository settings file that exists (see module docstring).
+
+    The ``{}`` lives in ``private``, a host folder the sandbox cannot reach any other way (in the
+    writable scratch folder the agent could rewrite the mask through its second path).
+    """
     present = [rel for rel in MASKED_SETTINGS if (workdir / rel).is_file()]
     if not present:
         return ()
-    empty = scratch / ".wfbench-empty-settings.json"
+    empty = private / "empty-settings.json"
     empty.write_text("{}\n", encoding="utf-8")
     os.chmod(empty, 0o444)
     return tuple(Mount(empty, f"{WORKSPACE}/{rel}", writable=False) for rel in present)

@@ -25,6 +25,7 @@ from bench_assets.agents.command import CommandAdapter
 from bench_assets.agents.replay import ReplayAdapter
 from bench_assets.binding import TaskBinding
 from bench_assets.catalog import Benchmark
+from bench_assets.egress import preflight as egress_preflight
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import WfbenchError
 from bench_assets.fsutil import atomic_write_text, remove_tree
@@ -158,6 +159,7 @@ def ensure_contained() -> None:
     global _contained
     if not _contained:
         sandbox_mod.preflight()
+        egress_preflight()
         _contained = True
 
 

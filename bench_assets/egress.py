@@ -29,6 +29,7 @@ import json
 import re
 import shutil
 import socketserver
+import sys
 import tempfile
 import threading
 from collections.abc import Iterable, Mapping
@@ -332,3 +333,54 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     do_POST = do_GET = do_PUT = do_PATCH = do_DELETE = do_HEAD = _dispatch
     do_OPTIONS = do_CONNECT = do_TRACE = _dispatch
+
+
+_PREFLIGHT_PROBE = """\
+import os, socket, sys, urllib.error, urllib.request
+try:
+    socket.create_connection(("1.1.1.1", 443), timeout=1)
+    sys.exit(3)
+except OSError:
+    pass
+try:
+    urllib.request.urlopen(os.environ["WFBENCH_MODEL_API_URL"] + "/wfbench-preflight", timeout=10)
+    sys.exit(4)
+except urllib.error.HTTPError as e:
+    sys.exit(0 if e.code == 403 else 5)
+except OSError:
+    sys.exit(6)
+"""
+
+
+def preflight() -> None:
+    """Prove the model-API channel works and is the only way out, before any paid work.
+
+    A sandboxed probe must fail to reach a public address directly and must get the proxy's own
+    403 for a path it refuses (so relay, socket mount and proxy are all in place; the upstream is
+    never contacted).
+
+    Raises:
+        ContainmentError: naming what does not hold.
+    """
+    from bench_assets.sandbox import Isolation, SandboxSpec, run, sandbox_env, unsafe_mode
+
+    if unsafe_mode():
+        return
+    with ModelApiProxy("http://127.0.0.1:9", timeout_s=30) as proxy:
+        res = run(
+            [sys.executable, "-c", _PREFLIGHT_PROBE],
+            isolation=Isolation.SANDBOX,
+            env=sandbox_env(),
+            timeout_s=60,
+            sandbox=SandboxSpec(model_api=proxy.channel(("WFBENCH_MODEL_API_URL",))),
+        )
+        refused = len(proxy.refused)
+    reasons = {
+        3: "a public address is reachable from a model-API sandbox",
+        4: "the egress proxy forwarded a request it must refuse",
+        5: "the egress proxy answered with an unexpected status",
+        6: "the sandbox cannot reach the egress proxy through its relay",
+    }
+    if res.returncode in reasons or not res.ok or refused != 1:
+        why = reasons.get(res.returncode, f"the probe failed (exit {res.returncode})")
+        raise ContainmentError(f"egress preflight failed: {why}: {res.tail(400)}")

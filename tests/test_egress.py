@@ -240,3 +240,16 @@ def test_gateway_path_prefix_is_kept() -> None:
             status, _ = _post(proxy, "/v1/messages", MESSAGE)
         assert [s.path for s in api.seen] == ["/gw/v1/messages"]
     assert status == 404  # the mock serves only /v1/messages: the prefix was forwarded
+
+
+def test_egress_preflight_passes_and_fails_closed_when_the_channel_is_broken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bench_assets import sandbox
+    from bench_assets.egress import preflight
+
+    preflight()
+    # The relay dials a socket that is not there: sessions could never reach the model API.
+    monkeypatch.setattr(sandbox, "EGRESS_SOCKET", "missing.sock")
+    with pytest.raises(ContainmentError, match="cannot reach the egress proxy"):
+        preflight()

@@ -176,3 +176,16 @@ def test_spend_cap_stops_scheduling_and_fails_the_generation(
     assert body["aborted"] is True
     assert body["decision"] == "insufficient_evidence"
     assert body["stop_reason"].startswith("spend cap reached: $1.4000 of $1 spent by 2 paid cell")
+
+
+def test_turn_and_budget_limits_never_trip_the_outage_breaker() -> None:
+    """M2: five looping sessions in a row are the arm's failures, not an outage."""
+    from bench_assets.errorkinds import ErrorKind
+    from bench_assets.generation import OutageBreaker
+
+    breaker = OutageBreaker(5)
+    for kind in [ErrorKind.TURN_LIMIT] * 5 + [ErrorKind.BUDGET_LIMIT] * 5:
+        assert not breaker.observe(kind)
+    for _ in range(5):
+        breaker.observe(ErrorKind.INFRA_ERROR)
+    assert breaker.tripped

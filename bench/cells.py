@@ -46,15 +46,15 @@ import bench_assets.agents.claude_code  # noqa: E402, F401  (imports sandbox.run
 from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
+from bench_assets.cellkeys import parse_cell_key  # noqa: E402
 from bench_assets.cells import (  # noqa: E402
     CellInputs,
     build_cell_inputs,
     ensure_contained,
-    parse_cell_key,
     run_cell,
 )
 from bench_assets.defs import cells as defs_cells  # noqa: E402
-from bench_assets.defs.instance_ops import (  # noqa: E402
+from bench_assets.driver.instance import (  # noqa: E402
     materialize_cells,
     materialize_inputs,
     sync_instance,
@@ -341,7 +341,7 @@ class DagsterProbe:
             raise _Enough
 
     def materialize_cells(self, instance: dg.DagsterInstance, tasks: list[str], **kw: Any) -> None:
-        dg.materialize = self.materialize  # instance_ops calls dg.materialize
+        dg.materialize = self.materialize  # driver.instance calls dg.materialize
         defs_cells.run_cell = self.run_cell  # type: ignore[attr-defined]
         try:
             materialize_cells(instance, tasks, progress=self.progress, **kw)

@@ -1,4 +1,4 @@
-"""Calibrate the promotion gate on simulated generations (issue 4, SPEC §9).
+"""Calibrate the promotion gate on simulated generations (issue 4; rules in bench_assets.gate).
 
 Each generation is 10 tasks x 3 runs per arm drawn from the issue's noise model: a per-task resolve
 probability uniform in [0.3, 0.95] (or [0.95, 1]), identical for both arms unless the scenario says

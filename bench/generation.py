@@ -64,7 +64,7 @@ from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
 from bench_assets.cells import CellInputs, build_cell_inputs  # noqa: E402
-from bench_assets.defs.evolve import GEN_TAG, EvolveResult, evolve  # noqa: E402
+from bench_assets.driver.evolve import GEN_TAG, EvolveResult, evolve  # noqa: E402
 from bench_assets.fsutil import remove_tree  # noqa: E402
 from bench_assets.graph import ORACLE_ENV, ORACLE_STAGING_PREFIX  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402
@@ -257,7 +257,7 @@ def run_generation(env: Env) -> Generation:
             kind = _classify(steps)
             task = run.tags.get("dagster/partition/task") or run.tags.get("dagster/partition")
             gen.runs.append(RunTime(kind, task, stats.start_time, stats.end_time))
-    for path in sorted((env.artifacts / "cells").glob("*/*/*/record.json")):
+    for path in sorted(ArtifactStore(env.artifacts).cells_root().glob("*/*/*/record.json")):
         rec = json.loads(path.read_text(encoding="utf-8"))
         if rec.get("generation") == result.generation:
             gen.records.append(rec)

@@ -1,4 +1,4 @@
-"""Per-task aggregation of cell records, and measurement health (SPEC §8).
+"""Per-task aggregation of cell records, and measurement health (defined below).
 
 :func:`aggregate_task` folds every cell record of one task into one :class:`ArmAggregate` per arm
 (pandas does the folding). The rules, which the promotion gate and the report rely on:
@@ -25,15 +25,19 @@
 * **verify✓oracle✗** counts valid runs whose visible ``verify`` passed while the hidden oracle ran
   and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal). A
   run whose oracle was unavailable did not fail the oracle and is not counted.
-* **health** (seed harness §8) looks only at fresh attempts. A fresh attempt is *admissible* when
-  it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the skill under test was
-  never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh attempts, none admissible;
-  ``DEGRADED``: some failures, at least one admissible; ``OBSERVED_OK``: no failure. A resolve
-  failure (``verify-failed``, ``oracle-failed`` …) is a valid negative and still OK.
+* **health** (as the original harness defined it) looks only at fresh attempts. A fresh attempt is
+  *admissible* when it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the
+  skill under test was never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh
+  attempts, none admissible; ``DEGRADED``: some failures, at least one admissible; ``OBSERVED_OK``:
+  no failure. A resolve failure (``verify-failed``, ``oracle-failed`` …) is a valid negative and
+  still OK.
 
 :func:`arm_health` sums health across tasks and :func:`unusable_incumbent` lists the incumbent arms
 whose summed health is ``UNUSABLE`` — the generation must fail loudly on those, after its evidence
 is written. Everything here is plain Python; no Dagster.
+
+The file is a little over 500 lines because this docstring is the specification of the rules
+above; the code itself is under 450 lines.
 """
 
 import enum
@@ -44,16 +48,14 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from bench_assets.cells import parse_cell_key
+from bench_assets.cellkeys import parse_cell_key
 from bench_assets.errorkinds import ErrorKind, is_excluded, is_health_failure
 from bench_assets.errors import EvidenceError
 from bench_assets.records import CellRecord
 
 SCHEMA_VERSION = 1
-NO_GENERATION = "-"
-"""How a record made outside any generation (a UI materialization) names its generation."""
-
-
+OUTSIDE_GENERATIONS = "outside any generation"
+"""How the reuse summary names evidence paid for outside any generation (a UI materialization)."""
 _MEDIANS: dict[str, str] = {
     "median_input_tokens": "input_tokens",
     "median_output_tokens": "output_tokens",
@@ -121,10 +123,10 @@ class AggregateInput(BaseModel):
         return self
 
     @property
-    def evidence_generation(self) -> str:
-        """The generation that paid for this evidence (``-`` when none)."""
+    def evidence_generation(self) -> str | None:
+        """The generation that paid for this evidence (``None``: made outside any generation)."""
         gen = self.source_generation if self.reused else None
-        return gen or self.record.generation or NO_GENERATION
+        return gen or self.record.generation
 
     @property
     def effective_data_version(self) -> str:
@@ -142,8 +144,8 @@ class CellEvidence(BaseModel):
     run: int
     record_id: str
     recorded_at: str
-    generation: str
-    """The generation that paid for the evidence (``-`` when none)."""
+    generation: str | None
+    """The generation that paid for the evidence (``None``: made outside any generation)."""
     reused: bool
     run_id: str | None
     source_run_id: str | None
@@ -458,7 +460,12 @@ def aggregate_task(
             verify_pass_oracle_fail=count("disagree"),
             fresh_runs=count("fresh"),
             reused_runs=count("reused"),
-            reused_from_generations=sorted(set(sub.loc[sub["reused"], "generation"])),
+            reused_from_generations=sorted(
+                {
+                    g if isinstance(g, str) else OUTSIDE_GENERATIONS
+                    for g in sub.loc[sub["reused"], "generation"]
+                }
+            ),
             health=ArmHealth.from_counts(
                 count("fresh"), count("admissible"), (str(x) for x in failed_kinds)
             ),
@@ -537,91 +544,3 @@ def unusable_incumbent(aggs: Iterable[TaskAggregate], incumbent_arms: Iterable[s
     return sorted(
         arm for arm, h in health.items() if arm in wanted and h.status is HealthStatus.UNUSABLE
     )
-
-
-def _num(value: float | None, digits: int = 0) -> str:
-    """A median for people: ``n/a`` when unmeasured; integral values without decimals."""
-    if value is None:
-        return "n/a"
-    if digits == 0 and float(value).is_integer():
-        return f"{int(value)}"
-    return f"{value:.{max(digits, 1)}f}"
-
-
-def _rate(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def to_markdown(agg: TaskAggregate) -> str:
-    """The per-arm table of one task as Markdown (medians over valid runs).
-
-    Args:
-        agg: The task aggregate.
-
-    Returns:
-        A heading, the table, and a line listing missing cells when there are any. Unmeasured
-        values are shown as ``n/a``; churn is ``files/+insertions/−deletions``.
-    """
-    head = [
-        "arm",
-        "resolved/valid",
-        "pass@1",
-        "pass^k",
-        "median cost $",
-        "tokens",
-        "turns",
-        "wall s",
-        "churn",
-        "excluded",
-        "verify✓oracle✗",
-        "fresh/reused",
-        "health",
-    ]
-    cls = f" ({agg.task_class})" if agg.task_class else ""
-    lines = [
-        f"### {_cell(agg.task)}{cls}",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join(" --- " for _ in head) + "|",
-    ]
-    for a in agg.arms.values():
-        pass_k = "n/a" if a.pass_k is None else f"{a.pass_k:.2f} (k={a.k})"
-        cost = "n/a" if a.median_cost_usd is None else f"{a.median_cost_usd:.4f}"
-        churn = (
-            f"{_num(a.median_churn_files)}/+{_num(a.median_churn_insertions)}"
-            f"/−{_num(a.median_churn_deletions)}"
-            if a.median_churn_files is not None
-            else "n/a"
-        )
-        excluded = str(a.excluded_runs)
-        if a.excluded_kinds:
-            excluded += " (" + ", ".join(f"{k}×{n}" for k, n in a.excluded_kinds.items()) + ")"
-        reuse = f"{a.fresh_runs}/{a.reused_runs}"
-        if a.reused_from_generations:
-            reuse += " (from " + ", ".join(a.reused_from_generations) + ")"
-        health = a.health.status.value
-        if a.health.reasons:
-            health += " (" + ", ".join(a.health.reasons) + ")"
-        row = [
-            a.arm,
-            f"{a.resolved}/{a.valid_runs}",
-            _rate(a.pass_at_1),
-            pass_k,
-            cost,
-            _num(a.median_total_tokens),
-            _num(a.median_turns),
-            _num(a.median_duration_s, 1),
-            churn,
-            excluded,
-            str(a.verify_pass_oracle_fail),
-            reuse,
-            health,
-        ]
-        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
-    if agg.missing_cells:
-        lines += ["", f"Missing cells ({len(agg.missing_cells)}): {', '.join(agg.missing_cells)}"]
-    return "\n".join(lines) + "\n"

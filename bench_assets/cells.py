@@ -3,12 +3,13 @@
 :func:`run_cell` copies the sanitized template, installs the arm's skills, places the graph, runs
 setup, the agent session, ``verify`` and the hidden oracle, captures the patch, writes the record
 atomically, and removes the worktree. Nothing it does raises for a failing agent or a broken
-environment: each outcome becomes a record with a classified error kind (SPEC §6.4).
+environment: each outcome becomes a record with a classified error kind
+(:mod:`bench_assets.errorkinds`).
 
-:func:`cell_identity` lists everything a cell's result depends on (SPEC §10.1): harness version,
-arm configuration, model, effort, agent identity, sandbox backend, resource profile, and the data
+:func:`cell_identity` lists everything a cell's result depends on: harness version, arm
+configuration, model, effort, agent identity, sandbox backend, resource profile, and the data
 versions of binding, oracle, graph, skills and overlay. Equal identity means a stored record can be
-reused instead of paying for a new session.
+reused instead of paying for a new session (:mod:`bench_assets.planner` names what changed).
 """
 
 import os
@@ -25,19 +26,18 @@ from bench_assets.agents.command import CommandAdapter
 from bench_assets.agents.replay import ReplayAdapter
 from bench_assets.binding import TaskBinding
 from bench_assets.catalog import Benchmark
+from bench_assets.cellkeys import cell_key, identity_digest
 from bench_assets.egress import preflight as egress_preflight
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import WfbenchError
 from bench_assets.fsutil import atomic_write_text, remove_tree
 from bench_assets.grading import Grade, grade_cell
 from bench_assets.graph import GraphInfo
-from bench_assets.hashing import sha256_json
 from bench_assets.models import ArmSpec, ClaudeCodeAgent, CommandAgent, ReplayAgent
 from bench_assets.oracle import OracleSnapshot
 from bench_assets.overlay import OverlaySnapshot
 from bench_assets.records import (
     CellRecord,
-    cell_dir,
     new_record_id,
     now_iso,
     write_artifact,
@@ -68,23 +68,37 @@ class CellInputs:
     overlay: OverlaySnapshot | None = None
     overlay_dir: Path | None = None
 
-
-def cell_key(arm: str, run: int) -> str:
-    """Partition key of a cell: ``<arm>.r<run>``."""
-    return f"{arm}.r{run}"
-
-
-def parse_cell_key(key: str) -> tuple[str, int]:
-    """Inverse of :func:`cell_key`."""
-    arm, _, run = key.rpartition(".r")
-    if not arm or not run.isdigit():
-        raise ValueError(f"bad cell key {key!r}; expected <arm>.r<run>")
-    return arm, int(run)
+    def identity(self) -> "InputIdentity":
+        """The part of these inputs a cell's identity depends on."""
+        return InputIdentity(
+            binding=self.binding,
+            oracle_digest=self.oracle.digest,
+            graph_digest=self.graph.digest,
+            sanitized_sha=self.template.info.sanitized_sha,
+            skills_digest=self.skills.digest,
+            overlay_digest=self.overlay.digest if self.overlay is not None else None,
+        )
 
 
-def cell_keys(bench_runs: int, arms: list[str]) -> list[str]:
-    """Every cell key for ``arms`` × runs."""
-    return [cell_key(a, r) for a in arms for r in range(bench_runs)]
+@dataclass(frozen=True)
+class InputIdentity:
+    """What a cell's identity takes from its inputs: the binding and digests, no artifact paths.
+
+    Planning needs only this, so it is read from the input assets' stored metadata and binding
+    records (:func:`bench_assets.driver.plan.stored_input_identities`) instead of building the
+    inputs; :meth:`CellInputs.identity` gives the same for built or loaded inputs.
+    """
+
+    binding: TaskBinding
+    oracle_digest: str
+    graph_digest: str
+    sanitized_sha: str
+    skills_digest: str
+    overlay_digest: str | None = None
+
+
+def _identity_of(inputs: "CellInputs | InputIdentity") -> InputIdentity:
+    return inputs.identity() if isinstance(inputs, CellInputs) else inputs
 
 
 def make_adapter(bench: Benchmark, arm: ArmSpec) -> Adapter:
@@ -117,11 +131,12 @@ def cell_identity(
     task_id: str,
     arm_name: str,
     run: int,
-    inputs: CellInputs,
+    inputs: "CellInputs | InputIdentity",
     adapter: Adapter,
     arm_spec: ArmSpec | None = None,
 ) -> dict[str, Any]:
     """Everything the cell's result depends on (see module docstring)."""
+    ids = _identity_of(inputs)
     arm = arm_spec or bench.config.arms[arm_name]
     spec = bench.task(task_id).spec
     per_cell = getattr(adapter, "cell_identity", None)
@@ -137,18 +152,13 @@ def cell_identity(
         "skills_install_path": bench.config.skills.install_path,
         "graph_path": bench.config.graph.path,
         "run": run,
-        "binding": inputs.binding.model_dump(mode="json"),
-        "oracle": inputs.oracle.digest,
-        "graph": inputs.graph.digest,
-        "sanitized_sha": inputs.template.info.sanitized_sha,
-        "skills": inputs.skills.digest if arm.skills != "none" else None,
-        "overlay": inputs.overlay.digest if arm.skills == "candidate" and inputs.overlay else None,
+        "binding": ids.binding.model_dump(mode="json"),
+        "oracle": ids.oracle_digest,
+        "graph": ids.graph_digest,
+        "sanitized_sha": ids.sanitized_sha,
+        "skills": ids.skills_digest if arm.skills != "none" else None,
+        "overlay": ids.overlay_digest if arm.skills == "candidate" else None,
     }
-
-
-def identity_digest(identity: dict[str, Any]) -> str:
-    """Digest of a cell identity."""
-    return sha256_json(identity)
 
 
 _contained = False
@@ -300,7 +310,7 @@ def run_cell(
         )
     ):
         detail = grade.oracle_detail
-    folder = cell_dir(artifacts, task_id, cell_key(arm_name, run), record_id)
+    folder = artifacts.cell(task_id, cell_key(arm_name, run), record_id)
     patch = transcript = None
     if grade is not None:
         patch = write_artifact(
@@ -388,7 +398,7 @@ def _alive(owner: str) -> bool:
 
 def remove_stale_work(artifacts: ArtifactStore) -> int:
     """Delete worktrees of cells whose process died (killed mid-cell); returns how many."""
-    root = artifacts.root / "work"
+    root = artifacts.work_root()
     if not root.is_dir():
         return 0
     n = 0

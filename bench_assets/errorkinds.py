@@ -1,4 +1,6 @@
-"""The closed set of cell error kinds and their classes (SPEC §6.4), defined once.
+"""The closed set of cell error kinds and their classes, defined once.
+
+The kinds are listed in the README section "How a cell runs, and what it records".
 
 Aggregation, reuse and the outage breaker all read these classes from here:
 
@@ -11,8 +13,9 @@ Aggregation, reuse and the outage breaker all read these classes from here:
   of the arm's own turn or budget limit (``turn-limit``, ``budget-limit``) is one: a skill that
   makes the agent loop must be charged with its failures, not have them erased.
 
-For measurement health (SPEC §8) a fresh attempt is *admissible* only if it is neither excluded
-nor ``skill-not-invoked``: the session ran, but not the arm the benchmark meant to measure.
+For measurement health (computed in :mod:`bench_assets.aggregate`) a fresh attempt is
+*admissible* only if it is neither excluded nor ``skill-not-invoked``: the session ran, but not the
+arm the benchmark meant to measure.
 """
 
 import enum

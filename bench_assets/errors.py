@@ -1,7 +1,8 @@
 """The one error tree for failures a user must act on.
 
 Every message names the thing that is wrong and where to look (file, field, task id). The CLI maps
-the classes to exit codes (SPEC §11)::
+the classes to exit codes by type, in one place (``bench_assets.cli.common.exit_code_for``; README
+section "The command line")::
 
     WfbenchError                      base; never raised directly
     ├── InputError                    exit 2: invalid input or configuration, before any paid work
@@ -33,13 +34,9 @@ if TYPE_CHECKING:
 class WfbenchError(Exception):
     """Base class of every user-facing wfbench failure."""
 
-    exit_code = 1
-
 
 class InputError(WfbenchError):
     """Invalid input or configuration, detected before any paid work."""
-
-    exit_code = 2
 
 
 class ValidationFailed(InputError):
@@ -90,6 +87,18 @@ class EvidenceError(IntegrityError):
     """
 
 
+class RecordCorrupt(IntegrityError):
+    """A stored cell record is unreadable, truncated or not a record of this schema."""
+
+
+class GenerationBusy(InputError):
+    """Another wfbench process holds the instance's writer lock (it is named in the message)."""
+
+
+class StorageError(WfbenchError):
+    """The artifact store or Dagster's storage cannot be written (full, read-only, missing)."""
+
+
 class LedgerError(IntegrityError):
     """The decision ledger failed verification; the message names the first bad entry."""
 
@@ -118,8 +127,16 @@ class ApplyFailed(IntegrityError):
 class ContainmentError(WfbenchError):
     """The sandbox cannot be established; the run stops before any paid work."""
 
-    exit_code = 2
-
 
 class CommandError(WfbenchError):
     """A harness-owned command (git, an indexer) failed."""
+
+
+def error_class(name: str) -> type[WfbenchError] | None:
+    """The class of this tree called ``name``, or None when ``name`` is not one of them.
+
+    A failed Dagster step reports only the class name of the error it raised; this turns the name
+    back into the class, so callers match it by type (``issubclass``), never by string.
+    """
+    cls = globals().get(name)
+    return cls if isinstance(cls, type) and issubclass(cls, WfbenchError) else None

@@ -5,13 +5,18 @@ or kill leaves either the old file or the new one, never a torn one. Content-add
 made read-only after they are complete.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 _RO_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _RO_DIR = _RO_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
@@ -105,3 +110,97 @@ def staging_dir(parent: Path, prefix: str) -> Path:
     """A fresh private directory under ``parent`` for building something before publishing it."""
     parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f".{prefix}.", dir=parent))
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush ``path``'s directory entries to disk.
+
+    A file created, renamed or removed inside a directory survives a crash only once the directory
+    itself is fsynced; call this after :func:`os.replace` / :func:`os.link` when the change must be
+    durable (an append-only ledger, an applied skill tree).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` for the duration of the ``with`` block.
+
+    Serializes every writer (any process, any thread) that locks the same existing directory, e.g.
+    appends to the ledgers in one folder or applications to one skill tree. The lock is advisory
+    and is released when the block ends or the process dies.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class LockHeld(Exception):
+    """Another process holds an :func:`owner_lock`; ``owner`` is what it wrote when it took it."""
+
+    def __init__(self, path: Path, owner: dict[str, Any] | None) -> None:
+        self.path, self.owner = path, owner
+        super().__init__(str(path))
+
+
+@contextlib.contextmanager
+def owner_lock(path: Path, owner: dict[str, Any]) -> Iterator[None]:
+    """Hold an exclusive, non-blocking ``flock`` on ``path`` and say who holds it.
+
+    The lock file records ``owner`` (pid, host, start time, command) for the message a second
+    process gets (:class:`LockHeld`). The kernel releases a ``flock`` when its holder dies, even
+    by ``kill -9``, so a lock is never stale: a leftover file whose owner is gone is simply taken
+    over. The file is not removed on release (removing it would race with a waiting taker).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                held = json.loads(os.pread(fd, 65536, 0) or b"null")
+            except ValueError:
+                held = None
+            raise LockHeld(path, held if isinstance(held, dict) else None) from None
+        data = json.dumps(owner, sort_keys=True).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        yield
+    finally:
+        os.close(fd)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(
+    path: Path, model: type[M], *, what: str, error: type[Exception], hint: str = ""
+) -> M:
+    """Read one typed JSON document; every failure is one ``error`` naming the file and fields.
+
+    Args:
+        path: The file.
+        model: The pydantic model it must validate as.
+        what: What the document is, for the message (``"cell record"``).
+        error: The exception class to raise (from :mod:`bench_assets.errors`).
+        hint: What the user can do, appended to the message.
+    """
+    tail = f"; {hint}" if hint else ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read the {what} ({e}){tail}") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as e:
+        bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
+        raise error(f"{path}: not a valid {what} (fields {', '.join(bad[:6])}){tail}") from None

@@ -1,4 +1,7 @@
-"""Pure parts of a generation: ids, the candidate queue, and the outage breaker (SPEC §10.2).
+"""Pure parts of a generation: ids, the candidate queue, and the outage breaker.
+
+The generation itself is run by :mod:`bench_assets.driver.evolve`; see the README section
+"Generations, reuse and the gate".
 
 A generation id is ``g`` + four digits, one more than the highest id in the decision ledger.
 The queue proposer takes the first queued candidate (sorted by id) that no earlier generation
@@ -9,10 +12,17 @@ trips, no further cell is scheduled, and the generation is aborted (its decision
 generation the same way once its paid cells have spent the cap.
 """
 
+import contextlib
+import datetime as dt
+import os
 import re
-from collections.abc import Iterable
+import socket
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from bench_assets.errorkinds import ErrorKind, is_systemic
+from bench_assets.errors import GenerationBusy
+from bench_assets.fsutil import LockHeld, owner_lock
 
 GENERATION_RE = re.compile(r"^g(\d{4,})$")
 
@@ -104,3 +114,45 @@ class SpendCap:
                 f"{self.cells} paid cell(s){bounded}"
             )
         return self.tripped
+
+
+_HELD: set[str] = set()
+"""Writer locks this process holds (so a nested ``writer_lock`` does not lock itself out)."""
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path, command: str) -> Iterator[None]:
+    """One writer per instance: evolve, decide, apply and ledger repair hold this lock.
+
+    A second writer fails at once with :class:`~bench_assets.errors.GenerationBusy` (exit 2)
+    naming the holder — its pid, host, start time and command. The kernel drops the lock when the
+    holder dies (even ``kill -9``), so a dead holder never blocks anyone. Re-entrant within one
+    process (the CLI takes it before opening the Dagster instance; the driver takes it again).
+    """
+    key = str(path.resolve())
+    if key in _HELD:
+        yield
+        return
+    owner = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": command,
+    }
+    try:
+        with owner_lock(path, owner):
+            _HELD.add(key)
+            try:
+                yield
+            finally:
+                _HELD.discard(key)
+    except LockHeld as e:
+        held = e.owner or {}
+        who = (
+            f"`{held.get('command', 'wfbench')}` (pid {held.get('pid', '?')} on "
+            f"{held.get('host', '?')}, since {held.get('started_at', '?')})"
+        )
+        raise GenerationBusy(
+            f"{path}: another wfbench writer is running: {who}; wait for it to finish, or stop "
+            "it — the lock is released as soon as it exits"
+        ) from None

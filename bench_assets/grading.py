@@ -1,10 +1,10 @@
 """Grading a cell after its agent exited: visible ``verify``, the hidden oracle, patch and churn.
 
-Order (SPEC §6.1): restore protected files → ``verify`` (workspace read-only, network off, output
-tail kept) → oracle (staged at a random path, read-only, offline; only pass/fail is kept; staged
-bytes re-checked and removed) → patch and churn captured against the base commit, excluding the
-skill and graph paths. Any non-zero oracle exit — including pytest's "no tests collected" — is a
-failure.
+Order (steps 2–4 of the README section "How a cell runs, and what it records"): restore protected
+files → ``verify`` (workspace read-only, network off, output tail kept) → oracle (staged at a
+random path, read-only, offline; only pass/fail is kept; staged bytes re-checked and removed) →
+patch and churn captured against the base commit, excluding the skill and graph paths. Any
+non-zero oracle exit — including pytest's "no tests collected" — is a failure.
 """
 
 import secrets

@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_assets import binding as binding_mod
+from bench_assets import gitrepo, sanitize
 from bench_assets import oracle as oracle_mod
-from bench_assets import sanitize
 from bench_assets.binding import TaskBinding
 from bench_assets.catalog import Benchmark, Task
-from bench_assets.errors import BindingDriftError
+from bench_assets.errors import BindingDriftError, OracleCaptureError
+from bench_assets.fsutil import remove_tree
 from bench_assets.graph import GraphInfo, build_graph
 from bench_assets.hashing import sha256_json
 from bench_assets.oracle import OracleSnapshot
@@ -110,3 +111,37 @@ def build_sanitized_graph(
         timeout_s=bench.config.limits.graph_timeout_s,
     )
     return SanitizedGraph(template, graph)
+
+
+def stored_input_faults(
+    artifacts: ArtifactStore, snapshot: OracleSnapshot | None, sanitized_sha: str | None
+) -> list[tuple[Path, str]]:
+    """Re-verify a task's stored oracle snapshot and sanitized template; ``(path, why)`` each.
+
+    Run at the start of a generation, before any cell is paid: an oracle file whose bytes no
+    longer match its digest, or a template whose work tree or object store changed (``git
+    status`` and ``git fsck``), would otherwise grade or seed every cell of the task silently.
+    """
+    faults: list[tuple[Path, str]] = []
+    if snapshot is not None and artifacts.oracle(snapshot.digest).exists():
+        try:
+            oracle_mod.verify_stored(snapshot, artifacts)
+        except (OracleCaptureError, OSError) as e:
+            faults.append((artifacts.oracle(snapshot.digest), str(e)))
+    template = sanitize.load_template(artifacts, sanitized_sha) if sanitized_sha else None
+    if template is not None:
+        tree = sanitize.template_tree(template)
+        status = gitrepo.git(
+            ["status", "--porcelain=v1", "--untracked-files=all"], cwd=tree, check=False
+        )
+        fsck = gitrepo.git(["fsck", "--no-progress", "--no-dangling"], cwd=tree, check=False)
+        if status.returncode != 0 or status.text().strip():
+            faults.append((template.path, f"work tree changed: {status.tail(200)}"))
+        elif fsck.returncode != 0 or fsck.text().strip():
+            faults.append((template.path, f"object store corrupt: {fsck.tail(200)}"))
+    return faults
+
+
+def discard_stored(path: Path) -> None:
+    """Remove a corrupted, content-addressed input so its asset builds it again."""
+    remove_tree(path)

@@ -1,4 +1,7 @@
-"""The tamper-evident, append-only ledger of promotion decisions (SPEC §9, `wfbench ledger verify`).
+"""The tamper-evident, append-only ledger of promotion decisions (`wfbench ledger verify`).
+
+Every gate decision and every application is appended; see the README section "Generations,
+reuse and the gate".
 
 The ledger is a JSONL file, one entry per line, each line the canonical JSON
 (:func:`hashing.canonical_json`) of a :class:`LedgerEntry`::
@@ -18,10 +21,11 @@ names the first bad line and its ``seq``:
 * a truncated or garbled last line: not JSON, or no newline at the end of the file;
 * a removed *last* entry, or an entry appended with a correct chain by hand: the chain alone cannot
   tell, so every append also records the head (``seq`` and ``hash`` of the last entry) in a sidecar
-  file ``<ledger>.head``, and :func:`verify` checks the ledger against it. An anchor kept elsewhere
-  (e.g. the head recorded in the decision's materialization metadata) can be passed as
-  ``expected_head``; only such an external anchor defeats someone who rewrites the ledger *and* the
-  sidecar together, since the hashes are not keyed.
+  file ``<ledger>.head`` (canonical JSON, checked byte for byte), and :func:`verify` checks the
+  ledger against it. An anchor kept elsewhere (e.g. the head recorded in the decision's
+  materialization metadata) can be passed as ``expected_head``; only such an external anchor
+  defeats someone who rewrites the ledger *and* the sidecar together, since the hashes are not
+  keyed.
 
 Durability: :func:`append` never appends in place. Under an exclusive lock on the ledger's directory
 it reads and verifies the whole ledger, then writes the whole new file through
@@ -30,24 +34,32 @@ same for the head. A crash therefore leaves the old ledger or the new one, never
 ``O_APPEND`` write that is cut by a crash or a full disk can leave half a line, which would then
 need a repair step that is indistinguishable from tampering). Rewriting costs O(size) per append; a
 ledger gains one small entry per generation (about 52 a year), so that is negligible. A crash
-*between* the ledger rename and the head rename leaves one entry beyond the head, which
-:func:`verify` reports loudly (it cannot be told apart from a forged append); after inspecting that
-entry, a person may accept it with :func:`reanchor`.
+*between* the ledger rename and the head rename leaves exactly one entry beyond the head (or, for
+the very first append, a one-entry ledger with no head at all), which :func:`verify` reports
+loudly: the chain alone cannot tell it from a forged append.
+
+Repair (``wfbench ledger repair``): :func:`repair` re-anchors a ledger whose *only* fault is that
+missing head write, and refuses everything else (a broken chain, an edited byte, a head anchor
+ahead of the file or behind by more than one entry, a garbled anchor, a missing anchor beside more
+than one entry), changing nothing. A caller that knows which entry it was appending (the apply
+journal, :mod:`bench_assets.apply`) passes its hash as ``expect_hash``, so only that entry is
+accepted.
+
+Why one file over 500 lines: verification, append, anchoring and repair share one format and
+one chain invariant; the docstring above states it once and every function below keeps it.
 """
 
 import contextlib
-import fcntl
 import json
 import math
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bench_assets.errors import LedgerError
-from bench_assets.fsutil import atomic_write_bytes
+from bench_assets.fsutil import atomic_write_bytes, fsync_dir, locked
 from bench_assets.hashing import canonical_json, sha256_json, short
 from bench_assets.records import now_iso
 
@@ -265,7 +277,7 @@ def _check_head(entries: list[LedgerEntry], head: LedgerHead, source: str) -> Ve
             head.seq + 1,
             head.seq + 1,
             f"entry after the head recorded in {source} (seq {head.seq}): appended outside "
-            "the ledger API, or an append was interrupted (see ledger.reanchor)",
+            "the ledger API, or an append was interrupted (see `wfbench ledger repair`)",
         )
     return None
 
@@ -275,10 +287,14 @@ def _read_head(path: Path) -> LedgerHead | None | str:
     hp = head_path(path)
     if not hp.exists():
         return None
+    raw = hp.read_bytes()
     try:
-        return LedgerHead.model_validate_json(hp.read_bytes())
+        head = LedgerHead.model_validate_json(raw)
     except ValidationError:
         return f"head anchor {hp.name} is unreadable (edited?)"
+    if raw != _head_bytes(head):
+        return f"head anchor {hp.name} is not in canonical form (edited?)"
+    return head
 
 
 def verify_bytes(
@@ -361,30 +377,13 @@ def read(path: Path, *, expected_head: LedgerHead | None = None) -> list[LedgerE
     return read_entries(path.read_bytes() if path.exists() else b"")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Serialize appends to ledgers in ``directory`` (an exclusive flock on the directory)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+def _head_bytes(head: LedgerHead) -> bytes:
+    return (canonical_json(head.model_dump(mode="json")) + "\n").encode("utf-8")
 
 
 def _write_head(path: Path, head: LedgerHead) -> None:
-    text = canonical_json(head.model_dump(mode="json")) + "\n"
-    atomic_write_bytes(head_path(path), text.encode("utf-8"), mode=FILE_MODE)
-    _fsync_dir(path.parent)
+    atomic_write_bytes(head_path(path), _head_bytes(head), mode=FILE_MODE)
+    fsync_dir(path.parent)
 
 
 def append(
@@ -396,6 +395,7 @@ def append(
     candidate: str | None,
     payload: Mapping[str, Any] | None = None,
     recorded_at: str | None = None,
+    on_written: Callable[[LedgerEntry], None] | None = None,
 ) -> LedgerEntry:
     """Append one decision durably, after verifying the whole ledger.
 
@@ -407,6 +407,9 @@ def append(
         candidate: The candidate the decision is about.
         payload: A small JSON summary (at most :data:`MAX_PAYLOAD_BYTES` as canonical JSON).
         recorded_at: UTC ISO time; now when omitted.
+        on_written: Called with the entry once the ledger file holding it is durable and before
+            the head anchor is written (the one moment an interruption leaves the ledger
+            unverifiable until :func:`repair`); tests and the apply crash hook use it.
 
     Returns:
         The entry written.
@@ -422,7 +425,8 @@ def append(
     size = len(canonical_json(body).encode("utf-8"))
     if size > MAX_PAYLOAD_BYTES:
         raise ValueError(f"payload is {size} bytes; the ledger keeps at most {MAX_PAYLOAD_BYTES}")
-    with _locked(path.parent):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with locked(path.parent):  # one writer at a time per ledger folder
         result = verify(path)
         if not result.ok:
             raise LedgerError(f"refusing to append: {result.message(path)}")
@@ -441,31 +445,137 @@ def append(
         entry = LedgerEntry.model_validate(obj)
         old = path.read_bytes() if path.exists() else b""
         atomic_write_bytes(path, old + (canonical_json(obj) + "\n").encode("utf-8"), mode=FILE_MODE)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
+        if on_written is not None:
+            on_written(entry)
         _write_head(path, LedgerHead(seq=entry.seq, hash=entry.hash))
     return entry
 
 
-def reanchor(path: Path) -> LedgerHead:
-    """Re-record the head anchor at the ledger's last entry: a deliberate human action.
+class RepairResult(BaseModel):
+    """What :func:`repair` did."""
 
-    Use it only after inspecting the entries past the old anchor (an interrupted append leaves
-    exactly one, written by the harness). The chain itself must verify.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    action: Literal["none", "reanchored"]
+    """``none``: the ledger already verified; ``reanchored``: the head anchor was re-recorded."""
+    head: LedgerHead
+    """The head anchor now on disk (for ``none``, the last entry)."""
+    previous: LedgerHead | None
+    """The anchor before the repair; ``None`` when it was missing (or for ``none``)."""
+    entry: LedgerEntry | None
+    """The entry the repair accepted (the one the interrupted append wrote)."""
+
+    def message(self, path: Path) -> str:
+        """One line for people.
+
+        Args:
+            path: The ledger file.
+
+        Returns:
+            What was done, naming the ledger and the accepted entry.
+        """
+        if self.action == "none" or self.entry is None:
+            return f"ledger {path}: OK, nothing to repair (head seq {self.head.seq})"
+        e = self.entry
+        was = "missing" if self.previous is None else f"at seq {self.previous.seq}"
+        return (
+            f"ledger {path}: re-anchored head at seq {e.seq} hash {short(e.hash)} (was {was}); "
+            f"accepted entry seq {e.seq}: {e.decision} of {e.candidate} in {e.generation}, "
+            f"recorded {e.recorded_at}"
+        )
+
+
+def _unanchored(path: Path) -> tuple[LedgerEntry | None, LedgerHead | None]:
+    """The entry an interrupted append left beyond the head anchor, and the anchor it left.
+
+    Returns ``(None, None)`` when the ledger verifies.
+
+    Raises:
+        LedgerError: The ledger has any other fault; the message names the file and the fault.
+    """
+    result = verify(path)
+    if result.ok:
+        return None, None
+    refuse = f"cannot repair ledger {path}"
+    entries, bad = _scan(path.read_bytes() if path.exists() else b"")
+    if bad is not None:
+        raise LedgerError(
+            f"{refuse}: the chain itself does not verify ({bad.message(path)}); only a missing "
+            "head write is repaired"
+        )
+    anchor = _read_head(path)
+    if isinstance(anchor, str):
+        raise LedgerError(f"{refuse}: {anchor}; only a missing head write is repaired")
+    if not entries:  # an empty ledger verifies unless an anchor points past it
+        raise LedgerError(f"{refuse}: {result.reason}; only a missing head write is repaired")
+    last = entries[-1]
+    before = LedgerHead(seq=entries[-2].seq, hash=entries[-2].hash) if len(entries) > 1 else None
+    if anchor is None:
+        if before is None:
+            return last, None  # the first append wrote its line, not yet its anchor
+        raise LedgerError(
+            f"{refuse}: head anchor {head_path(path).name} is missing beside {len(entries)} "
+            "entries (only the very first append can leave no anchor); refusing to guess"
+        )
+    if anchor == (before or _empty_head()):
+        return last, anchor
+    raise LedgerError(
+        f"{refuse}: {result.reason}; only a head anchor exactly one entry behind the ledger "
+        "(an interrupted append) is repaired"
+    )
+
+
+def unanchored_entry(path: Path) -> LedgerEntry | None:
+    """The entry an interrupted append left past the head anchor, without changing anything.
 
     Args:
         path: The ledger file.
 
     Returns:
-        The new head.
+        That entry when the ledger's only fault is a missing head write (what :func:`repair`
+        would accept); ``None`` when the ledger verifies.
 
     Raises:
-        LedgerError: The chain does not verify, so there is nothing trustworthy to anchor.
+        LedgerError: The ledger has any other fault; the message names the file and the fault.
+    """
+    return _unanchored(Path(path))[0]
+
+
+def repair(path: Path, *, expect_hash: str | None = None) -> RepairResult:
+    """Re-anchor a ledger whose only fault is a missing head write (`wfbench ledger repair`).
+
+    An append that is interrupted between writing the ledger and writing its head anchor leaves
+    the chain intact and the anchor exactly one entry behind (or absent, for the very first
+    append). That, and only that, is repaired: the anchor is re-recorded at the last entry. Any
+    other fault is refused and nothing is changed.
+
+    Args:
+        path: The ledger file.
+        expect_hash: When given, the unanchored entry must have this hash (a caller that knows
+            which append it interrupted, such as the apply journal, accepts nothing else).
+
+    Returns:
+        What was done: ``none`` when the ledger already verifies, else ``reanchored`` with the old
+        anchor and the entry accepted.
+
+    Raises:
+        LedgerError: Any other fault (broken chain, edited byte, anchor ahead of the file or more
+            than one entry behind, garbled anchor, an unexpected entry); the message names the
+            file and the fault, and nothing was written.
     """
     path = Path(path)
-    with _locked(path.parent):
-        entries, bad = _scan(path.read_bytes() if path.exists() else b"")
-        if bad is not None:
-            raise LedgerError(f"cannot re-anchor: {bad.message(path)}")
-        head = LedgerHead(seq=entries[-1].seq, hash=entries[-1].hash) if entries else _empty_head()
+    guard = locked(path.parent) if path.parent.is_dir() else contextlib.nullcontext()
+    with guard:  # one writer at a time per ledger folder
+        entry, previous = _unanchored(path)
+        if entry is None:
+            result = verify(path)
+            return RepairResult(action="none", head=result.head, previous=None, entry=None)
+        if expect_hash is not None and entry.hash != expect_hash:
+            raise LedgerError(
+                f"cannot repair ledger {path}: the entry past the head anchor (seq {entry.seq}, "
+                f"hash {short(entry.hash)}) is not the one expected ({short(expect_hash)})"
+            )
+        head = LedgerHead(seq=entry.seq, hash=entry.hash)
         _write_head(path, head)
-    return head
+    return RepairResult(action="reanchored", head=head, previous=previous, entry=entry)

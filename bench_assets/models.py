@@ -3,6 +3,9 @@
 Every model forbids unknown keys and uses strict types (YAML ``"3"`` is not the integer 3, ``yes``
 written as a string is not a boolean). Field docstrings become the descriptions in the generated
 JSON Schema (``tasks/schema/``), which editors use for completion.
+
+Why one file over 500 lines: it is the whole user-facing file format in one place, mirrored
+one-to-one by the generated JSON Schemas; splitting it would scatter one schema across modules.
 """
 
 import re
@@ -161,7 +164,7 @@ class TaskResources(_Strict):
 
 
 class ReviewSpec(_Strict):
-    """Review tasks: hidden labels and the output contract (SPEC §6.5)."""
+    """Review tasks: the agent writes a JSON review (``output``), graded against hidden labels."""
 
     labels: str
     """Name of the labels file among ``oracle.files``."""
@@ -386,7 +389,10 @@ class SkillsConfig(_Strict):
 
 
 class PolicyConfig(_Strict):
-    """Promotion gate settings, preregistered before a generation runs (SPEC §9)."""
+    """Promotion gate settings, preregistered before a generation runs.
+
+    The README section "Generations, reuse and the gate" describes both policies.
+    """
 
     name: Literal["paired", "strict"] = "paired"
     metric: Literal["cost_usd", "total_tokens", "duration_s", "turns"] = "cost_usd"
@@ -419,7 +425,10 @@ class PolicyConfig(_Strict):
 
 
 class ReuseConfig(_Strict):
-    """Comparator-cell reuse (SPEC §10.1)."""
+    """Comparator-cell reuse: when a stored record stands in for a new run.
+
+    The README section "Generations, reuse and the gate" lists why a cell is paid for anyway.
+    """
 
     max_age_days: int = Field(default=90, ge=0)
     canaries: int = Field(default=1, ge=0)
@@ -465,7 +474,7 @@ class LimitsConfig(_Strict):
 
 
 class ProposerConfig(_Strict):
-    """How candidate overlays are produced (SPEC §10.2).
+    """How each generation's candidate overlay is produced.
 
     ``queue`` takes the next unevaluated overlay from the queue folder. ``command`` and
     ``claude-code`` run a proposer agent in the sandbox; it sees ``/workspace/skills`` (a copy of
@@ -498,7 +507,10 @@ class ProposerConfig(_Strict):
 
 
 class GraphConfig(_Strict):
-    """The indexer that builds the sanitized code graph (SPEC §5.3)."""
+    """The indexer that builds the code graph given to agents, from the sanitized template.
+
+    The README section "What the agent can never see" says what is scrubbed from it.
+    """
 
     indexer: Literal["builtin", "command"] = "builtin"
     argv: list[str] | None = None

@@ -1,4 +1,6 @@
-"""The generation planner: for every cell, ``run`` or ``reuse``, and exactly why (SPEC §10.1).
+"""The generation planner: for every cell, ``run`` or ``reuse``, and exactly why.
+
+The README section "Generations, reuse and the gate" gives the user's view of the same rules.
 
 Pure: it compares each cell's identity now (:func:`bench_assets.cells.cell_identity`) with the
 identity stored in its latest record, and names what changed:
@@ -22,6 +24,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bench_assets.cellkeys import cell_key, identity_digest
+from bench_assets.documents import CellView
 from bench_assets.errorkinds import ErrorKind, is_reusable
 
 CODE_FIELDS = {
@@ -57,6 +61,20 @@ class PriorCell(BaseModel):
     recorded_at: datetime
     generation: str | None
     run_id: str | None = None
+    data_version: str | None = None
+
+    @classmethod
+    def from_view(cls, view: CellView) -> "PriorCell":
+        """What the planner needs from a partition's latest materialization and record."""
+        return cls(
+            identity=view.record.identity,
+            identity_digest=view.materialization.identity_digest,
+            error_kind=view.record.error_kind,
+            recorded_at=datetime.fromisoformat(view.record.recorded_at),
+            generation=view.record.generation,
+            run_id=view.run_id,
+            data_version=view.data_version or view.record.data_version,
+        )
 
 
 class PlannedCell(BaseModel):
@@ -77,6 +95,8 @@ class PlannedCell(BaseModel):
     changed: list[str]
     prior_generation: str | None
     prior_run_id: str | None
+    identity_digest: str
+    """The identity the cell has now: what its evidence must have been made for."""
 
 
 def identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -126,6 +146,70 @@ def choose_canaries(
     return chosen
 
 
+class Verdict(BaseModel):
+    """Whether one cell is paid for or reused, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal[
+        "missing", "excluded", "expired", "code", "upstream", "candidate", "canary", "reusable"
+    ]
+    reason: str
+    changed: list[str] = []
+
+    @property
+    def reuse(self) -> bool:
+        """The previous record is the evidence; no session runs."""
+        return self.kind == "reusable"
+
+
+def reuse_verdict(
+    before: PriorCell | None,
+    ident: Mapping[str, Any],
+    role: Literal["comparator", "candidate"],
+    *,
+    arm: str,
+    canary: bool,
+    max_age_days: int,
+    now: datetime,
+) -> Verdict:
+    """The one reuse policy: the planner and the cell assets both ask it.
+
+    A record is reusable only when it exists, its error kind is reusable (a valid negative such as
+    ``oracle-failed`` is; an infra or session error never is), it is younger than
+    ``max_age_days`` and it was made for exactly this identity. A reusable comparator cell chosen
+    as a canary is paid anyway.
+    """
+    digest = identity_digest(dict(ident))
+    if role == "candidate" and (before is None or before.identity_digest != digest):
+        return Verdict(kind="candidate", reason="candidate cell: always paid for a new overlay")
+    if before is None:
+        return Verdict(kind="missing", reason="no previous record")
+    if not is_reusable(before.error_kind):
+        kind = before.error_kind.value if before.error_kind else "?"
+        return Verdict(kind="excluded", reason=f"previous record is excluded ({kind})")
+    if now - before.recorded_at > timedelta(days=max_age_days):
+        return Verdict(kind="expired", reason=f"previous record is older than {max_age_days} days")
+    since = (
+        f"generation {before.generation}"
+        if before.generation
+        else "a materialization outside any generation"
+    )
+    if before.identity_digest != digest:
+        changed = identity_diff(before.identity, ident)
+        kind, reason = _describe(changed)
+        return Verdict(kind=kind, reason=reason, changed=changed)
+    if role == "candidate":
+        return Verdict(kind="reusable", reason="unchanged candidate cell (same overlay)")
+    if canary:
+        return Verdict(
+            kind="canary",
+            reason=f"canary for arm {arm}: reusable from {since}, "
+            "paid fresh to measure current health and the noise floor",
+        )
+    return Verdict(kind="reusable", reason=f"unchanged since {since}")
+
+
 def plan_generation(
     *,
     current: Mapping[tuple[str, str, int], dict[str, Any]],
@@ -135,53 +219,34 @@ def plan_generation(
     max_age_days: int,
     now: datetime,
 ) -> list[PlannedCell]:
-    """Plan every cell (keys are (task, arm, run)); see the module docstring for the reasons."""
-    from bench_assets.cells import cell_key, identity_digest
-
+    """Plan every cell (keys are (task, arm, run)) with :func:`reuse_verdict`."""
     planned: list[PlannedCell] = []
     for key in sorted(current):
         task, arm, run = key
-        ident = current[key]
         before = prior.get(key)
-        role = roles[arm]
-        changed: list[str] = []
-        kind: Any
-        if role == "candidate":
-            kind, reason = "candidate", "candidate cell: always paid for a new overlay"
-            if before is not None and before.identity_digest == identity_digest(ident):
-                kind, reason = "reusable", "unchanged candidate cell (same overlay)"
-        elif before is None:
-            kind, reason = "missing", "no previous record"
-        elif not is_reusable(before.error_kind):
-            kind = "excluded"
-            reason = f"previous record is excluded ({before.error_kind})"
-        elif now - before.recorded_at > timedelta(days=max_age_days):
-            kind, reason = "expired", f"previous record is older than {max_age_days} days"
-        elif before.identity_digest != identity_digest(ident):
-            changed = identity_diff(before.identity, ident)
-            kind, reason = _describe(changed)
-        elif key in canary_cells:
-            kind = "canary"
-            reason = (
-                f"canary for arm {arm}: reusable from generation {before.generation or '-'}, "
-                "paid fresh to measure current health and the noise floor"
-            )
-        else:
-            kind = "reusable"
-            reason = f"unchanged since generation {before.generation or '-'}"
+        v = reuse_verdict(
+            before,
+            current[key],
+            roles[arm],
+            arm=arm,
+            canary=key in canary_cells,
+            max_age_days=max_age_days,
+            now=now,
+        )
         planned.append(
             PlannedCell(
                 task=task,
                 arm=arm,
                 run=run,
                 cell=cell_key(arm, run),
-                role=role,
-                action="reuse" if kind == "reusable" else "run",
-                reason=reason,
-                kind=kind,
-                changed=changed,
+                role=roles[arm],
+                action="reuse" if v.reuse else "run",
+                reason=v.reason,
+                kind=v.kind,
+                changed=v.changed,
                 prior_generation=before.generation if before else None,
                 prior_run_id=before.run_id if before else None,
+                identity_digest=identity_digest(dict(current[key])),
             )
         )
     return planned

@@ -1,4 +1,7 @@
-"""Agent proposers: a sandboxed agent writes the next candidate overlay (SPEC §10.2 step 2).
+"""Agent proposers: a sandboxed agent writes the next candidate overlay.
+
+Proposing is the step of a generation (:mod:`bench_assets.driver.evolve`) that picks the
+candidate, before anything is planned or paid for.
 
 The proposer's workspace holds a copy of the incumbent skill tree (``skills/``), a bounded and
 redacted evidence bundle from the previous generation (``evidence.json``: its decision reasons,
@@ -20,6 +23,7 @@ from typing import Any
 from bench_assets.agents.base import SessionContext
 from bench_assets.agents.command import CommandAdapter
 from bench_assets.catalog import Benchmark
+from bench_assets.documents import CellView, DecisionDocument
 from bench_assets.errors import InputError
 from bench_assets.fsutil import (
     atomic_write_bytes,
@@ -50,29 +54,34 @@ Do not write anywhere else.
 
 
 def evidence_bundle(
-    decision_body: dict[str, Any] | None, cells: list[dict[str, Any]], redactor: Redactor
+    decision: DecisionDocument | None, cells: list[CellView], redactor: Redactor
 ) -> dict[str, Any]:
-    """A bounded, redacted summary of the previous generation for the proposer."""
-    worst = sorted(
-        cells,
-        key=lambda c: (bool(c.get("resolved")), -(float(c.get("cost_usd") or 0.0))),
-    )[:MAX_EVIDENCE_CELLS]
-    decision = (decision_body or {}).get("decision", {})
+    """A bounded, redacted summary of the previous generation for the proposer.
+
+    The worst cells come first: unresolved before resolved, then the most expensive; a cell whose
+    cost was not measured sorts after every measured one of its kind and says ``null``.
+    """
+
+    def badness(c: CellView) -> tuple[bool, bool, float]:
+        cost = c.record.cost_usd
+        return (c.record.resolved, cost is None, -(cost or 0.0))
+
+    worst = sorted(cells, key=badness)[:MAX_EVIDENCE_CELLS]
     bundle = {
-        "previous_generation": (decision_body or {}).get("generation"),
-        "previous_candidate": (decision_body or {}).get("candidate"),
-        "decision": decision.get("decision"),
-        "reasons": [str(r)[:MAX_REASON_CHARS] for r in decision.get("reasons", [])],
+        "previous_generation": decision.generation if decision else None,
+        "previous_candidate": decision.candidate if decision else None,
+        "decision": decision.decision.decision if decision else None,
+        "reasons": [r[:MAX_REASON_CHARS] for r in decision.decision.reasons] if decision else [],
         "worst_cells": [
             {
-                "task": c.get("task"),
-                "arm": c.get("arm"),
-                "resolved": c.get("resolved"),
-                "verify_passed": c.get("verify_passed"),
-                "oracle_passed": c.get("oracle_passed"),
-                "error_kind": c.get("error_kind"),
-                "cost_usd": c.get("cost_usd"),
-                "turns": c.get("turns"),
+                "task": c.task,
+                "arm": c.arm,
+                "resolved": c.record.resolved,
+                "verify_passed": c.record.verify_passed,
+                "oracle_passed": c.record.oracle_passed,
+                "error_kind": c.record.error_kind.value if c.record.error_kind else None,
+                "cost_usd": c.record.cost_usd,
+                "turns": c.record.turns,
             }
             for c in worst
         ],

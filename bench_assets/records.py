@@ -1,4 +1,6 @@
-"""The cell record (SPEC §7): one per cell materialization, stored as JSON beside its artifacts.
+"""The cell record: one per cell materialization, stored as JSON beside its artifacts.
+
+What a record holds is described in the README section "How a cell runs, and what it records".
 
 Layout: ``cells/<task>/<arm>.r<k>/<record id>/`` holds ``patch.diff``, ``transcript.jsonl``
 (redacted) and ``record.json``. The record is written last and atomically, so a crash or kill
@@ -14,9 +16,9 @@ from pydantic import BaseModel, ConfigDict
 
 from bench_assets.agents.base import ModelUsage
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.fsutil import atomic_write_bytes, atomic_write_json
+from bench_assets.errors import RecordCorrupt
+from bench_assets.fsutil import atomic_write_bytes, atomic_write_json, read_model
 from bench_assets.hashing import sha256_bytes, sha256_json
-from bench_assets.store import ArtifactStore
 
 SCHEMA_VERSION = 1
 
@@ -120,11 +122,6 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
-def cell_dir(artifacts: ArtifactStore, task: str, cell: str, record_id: str) -> Path:
-    """Folder holding one record and its artifacts."""
-    return artifacts.root / "cells" / task / cell / record_id
-
-
 def write_artifact(folder: Path, name: str, data: bytes, truncated: bool = False) -> Artifact:
     """Store one artifact file atomically."""
     path = atomic_write_bytes(folder / name, data)
@@ -137,5 +134,16 @@ def write_record(folder: Path, record: CellRecord) -> Path:
 
 
 def load_record(path: Path) -> CellRecord:
-    """Read a stored record."""
-    return CellRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    """Read a stored record.
+
+    Raises:
+        RecordCorrupt: unreadable, not JSON, truncated or not a record of this schema — named by
+            file, never a raw validation traceback.
+    """
+    return read_model(
+        path,
+        CellRecord,
+        what="cell record",
+        error=RecordCorrupt,
+        hint="the cell will be paid again rather than reused",
+    )

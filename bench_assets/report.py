@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench_assets.aggregate import ArmAggregate, TaskAggregate
+from bench_assets.documents import DecisionDocument
+from bench_assets.gate import Decision
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2"]
 
@@ -33,19 +35,19 @@ def arms_of(aggs: Sequence[TaskAggregate]) -> list[str]:
     return seen
 
 
-def render_markdown(decision: dict[str, Any], aggs: Sequence[TaskAggregate]) -> str:
+def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
     """The report as Markdown (decision, reasons, per-task per-arm table, evidence notes)."""
-    policy = decision.get("policy_name", decision.get("policy", {}).get("name", "?"))
+    d = doc.decision
     lines = [
-        f"# wfbench report — {decision.get('generation') or 'ad hoc'}",
+        f"# wfbench report — {doc.generation or 'ad hoc'}",
         "",
-        f"**Decision: `{decision.get('decision')}`** (policy `{policy}`, candidate "
-        f"`{decision.get('candidate_arm')}` vs incumbent `{decision.get('incumbent_arm')}`)",
+        f"**Decision: `{d.decision}`** (policy `{d.policy_name}`, candidate "
+        f"`{d.candidate_arm}` vs incumbent `{d.incumbent_arm}`)",
         "",
     ]
-    for reason in decision.get("reasons", []):
+    for reason in d.reasons:
         lines.append(f"- {reason}")
-    lines += ["", "## Tasks", "", markdown_table(TASK_COLUMNS, task_rows(decision)), ""]
+    lines += ["", "## Tasks", "", markdown_table(TASK_COLUMNS, task_rows(d)), ""]
     lines += [
         "",
         "Values are medians over valid runs; `n/a` = unmeasured (never counted as 0).",
@@ -177,11 +179,11 @@ def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> s
     return "\n".join(out)
 
 
-def render_html(decision: dict[str, Any], aggs: Sequence[TaskAggregate]) -> str:
+def render_html(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
     """A self-contained HTML report (inline CSS + SVG charts, no scripts)."""
     arms = arms_of(aggs)
-    incumbent = str(decision.get("incumbent_arm") or (arms[0] if arms else ""))
-    candidate = str(decision.get("candidate_arm") or (arms[-1] if arms else ""))
+    decision = doc.decision
+    incumbent, candidate = decision.incumbent_arm, decision.candidate_arm
     md_rows = []
     for agg in aggs:
         for name, a in agg.arms.items():
@@ -203,11 +205,12 @@ def render_html(decision: dict[str, Any], aggs: Sequence[TaskAggregate]) -> str:
                 )
                 + "</tr>"
             )
-    reasons = "".join(f"<li>{html.escape(str(r))}</li>" for r in decision.get("reasons", []))
-    verdict = html.escape(str(decision.get("decision")))
+    reasons = "".join(f"<li>{html.escape(r)}</li>" for r in decision.reasons)
+    verdict = html.escape(decision.decision)
+    title = html.escape(doc.generation or "ad hoc")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
-<title>wfbench report {html.escape(str(decision.get("generation") or ""))}</title>
+<title>wfbench report {title}</title>
 <style>
 body{{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:980px;color:#222}}
 h1{{font-size:1.4rem}} .verdict{{font-size:1.2rem;padding:.4rem .8rem;border-radius:6px;
@@ -216,7 +219,7 @@ td,th{{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left}} th{{backgr
 svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:600;font-size:13px}}
 .a{{font-size:11px;fill:#555}} .g{{stroke:#e3e3e3}} .d{{stroke:#999;stroke-dasharray:4 4}}
 </style></head><body>
-<h1>wfbench report — {html.escape(str(decision.get("generation") or "ad hoc"))}</h1>
+<h1>wfbench report — {title}</h1>
 <p class="verdict">Decision: <b>{verdict}</b> · candidate <code>{html.escape(candidate)}</code>
 vs incumbent <code>{html.escape(incumbent)}</code></p>
 <ul>{reasons}</ul>
@@ -246,25 +249,22 @@ TASK_COLUMNS = [
 ]
 
 
-def task_rows(decision: dict[str, Any]) -> list[list[str]]:
+def task_rows(decision: Decision) -> list[list[str]]:
     """The decision's per-task table (numbers and why each task counted or not), as strings."""
-    rows = []
-    for t in decision.get("tasks", []):
-        inc, cand = t.get("incumbent", {}), t.get("candidate", {})
-        rows.append(
-            [
-                str(t["task"]),
-                str(t.get("incumbent_resolved")),
-                str(t.get("candidate_resolved")),
-                _fmt(inc.get("median_metric")),
-                _fmt(cand.get("median_metric")),
-                _fmt(t.get("improvement_pct"), ".1f"),
-                "yes" if t.get("gated") else "no",
-                "yes" if t.get("counted") else "no",
-                str(t.get("why", "")),
-            ]
-        )
-    return rows
+    return [
+        [
+            t.task,
+            t.incumbent_resolved,
+            t.candidate_resolved,
+            _fmt(t.incumbent.median_metric),
+            _fmt(t.candidate.median_metric),
+            _fmt(t.improvement_pct, ".1f"),
+            "yes" if t.gated else "no",
+            "yes" if t.counted else "no",
+            t.why,
+        ]
+        for t in decision.tasks
+    ]
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -272,3 +272,91 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _median_text(value: float | None, digits: int = 0) -> str:
+    """A median for people: ``n/a`` when unmeasured; integral values without decimals."""
+    if value is None:
+        return "n/a"
+    if digits == 0 and float(value).is_integer():
+        return f"{int(value)}"
+    return f"{value:.{max(digits, 1)}f}"
+
+
+def _rate_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def aggregate_markdown(agg: TaskAggregate) -> str:
+    """The per-arm table of one task as Markdown (medians over valid runs).
+
+    Args:
+        agg: The task aggregate.
+
+    Returns:
+        A heading, the table, and a line listing missing cells when there are any. Unmeasured
+        values are shown as ``n/a``; churn is ``files/+insertions/−deletions``.
+    """
+    head = [
+        "arm",
+        "resolved/valid",
+        "pass@1",
+        "pass^k",
+        "median cost $",
+        "tokens",
+        "turns",
+        "wall s",
+        "churn",
+        "excluded",
+        "verify✓oracle✗",
+        "fresh/reused",
+        "health",
+    ]
+    cls = f" ({agg.task_class})" if agg.task_class else ""
+    lines = [
+        f"### {_md_cell(agg.task)}{cls}",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join(" --- " for _ in head) + "|",
+    ]
+    for a in agg.arms.values():
+        pass_k = "n/a" if a.pass_k is None else f"{a.pass_k:.2f} (k={a.k})"
+        cost = "n/a" if a.median_cost_usd is None else f"{a.median_cost_usd:.4f}"
+        churn = (
+            f"{_median_text(a.median_churn_files)}/+{_median_text(a.median_churn_insertions)}"
+            f"/−{_median_text(a.median_churn_deletions)}"
+            if a.median_churn_files is not None
+            else "n/a"
+        )
+        excluded = str(a.excluded_runs)
+        if a.excluded_kinds:
+            excluded += " (" + ", ".join(f"{k}×{n}" for k, n in a.excluded_kinds.items()) + ")"
+        reuse = f"{a.fresh_runs}/{a.reused_runs}"
+        if a.reused_from_generations:
+            reuse += " (from " + ", ".join(a.reused_from_generations) + ")"
+        health = a.health.status.value
+        if a.health.reasons:
+            health += " (" + ", ".join(a.health.reasons) + ")"
+        row = [
+            a.arm,
+            f"{a.resolved}/{a.valid_runs}",
+            _rate_text(a.pass_at_1),
+            pass_k,
+            cost,
+            _median_text(a.median_total_tokens),
+            _median_text(a.median_turns),
+            _median_text(a.median_duration_s, 1),
+            churn,
+            excluded,
+            str(a.verify_pass_oracle_fail),
+            reuse,
+            health,
+        ]
+        lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+    if agg.missing_cells:
+        lines += ["", f"Missing cells ({len(agg.missing_cells)}): {', '.join(agg.missing_cells)}"]
+    return "\n".join(lines) + "\n"

@@ -1,9 +1,11 @@
 """The one gateway through which the harness starts any process.
 
-:func:`run` is the only function in wfbench that creates a subprocess. It takes an argv list
-(never a shell string), an explicit environment built from an allow-list (never a copy of
-``os.environ``), a timeout that kills the whole process group, and a cap on captured output (the
-*tail* is kept, since that is where test runners print their verdict).
+:func:`run` is the only function in wfbench that runs a command in a subprocess (and
+:func:`start_service` the only one that starts a long-running harness service, the Dagster
+daemon). :func:`run` takes an argv list (never a shell string), an explicit environment built
+from an allow-list (never a copy of ``os.environ``), a timeout that kills the whole process
+group, and a cap on captured output (the *tail* is kept, since that is where test runners print
+their verdict).
 
 Two isolation levels exist, chosen by the caller per command:
 
@@ -479,3 +481,68 @@ def preflight() -> None:
             "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside Docker, "
             "run the container with --security-opt seccomp=unconfined."
         )
+
+
+# ------------------------------------------------------------------------------------------------
+# long-running harness services
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask the kernel to SIGTERM this child when the process that started it dies (kill -9 too)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+@dataclass
+class Service:
+    """A harness service started by :func:`start_service` (its own process group)."""
+
+    proc: "subprocess.Popen[bytes]"
+    log: Path
+
+    def alive(self) -> bool:
+        """The service has not exited."""
+        return self.proc.poll() is None
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the service's process group, then SIGKILL what is left after ``grace_s``."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=grace_s)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+def start_service(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path) -> Service:
+    """Start a trusted harness service in the background (e.g. the Dagster daemon).
+
+    It runs on the host like ``Isolation.HARNESS`` tools, in its own process group, with output
+    appended to ``log``, and dies with the harness process that started it (``PR_SET_PDEATHSIG``),
+    so a killed ``wfbench`` leaves no service behind. Untrusted code never runs through this.
+    """
+    if not argv:
+        raise ValueError("empty argv")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as sink:
+        proc = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - needed for die-with-parent
+        )
+    return Service(proc, log)

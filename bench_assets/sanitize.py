@@ -1,4 +1,4 @@
-"""Sanitized clone templates: the only tree an agent (or proposer) ever starts from (SPEC §5.2).
+"""Sanitized clone templates: the only tree an agent (or proposer) ever starts from.
 
 A read-only mask over a normal clone is not enough: ``git log``, ``git show`` or a loose object
 could hand the agent the fix or the hidden test. So the template is a fresh repository holding one
@@ -6,7 +6,8 @@ could hand the agent the fix or the hidden test. So the template is a fresh repo
 sanitized SHA), benchmark-owned paths removed, no refs, tags, remotes, reflogs or pseudo-refs, and
 every unreachable object pruned. :func:`verify_template` then checks all of that again, plus that
 the original commit and every oracle file's blob cannot be read from it, and fails loudly
-(:class:`~bench_assets.errors.SanitizeError`) if any check does not hold.
+(:class:`~bench_assets.errors.SanitizeError`) if any check does not hold. The README section
+"What the agent can never see" summarizes these guarantees.
 """
 
 import os

@@ -4,6 +4,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from bench_assets.apply import find_leftovers
 from bench_assets.errors import InputError
 from bench_assets.fsutil import (
     atomic_write_bytes,
@@ -36,6 +37,13 @@ def describe(src: Path) -> SkillsSnapshot:
     links = [e["path"] for e in manifest if "symlink" in e]
     if links:
         raise InputError(f"skill tree {src} contains symlinks: {', '.join(links[:5])}")
+    leftovers = find_leftovers(src)
+    if leftovers:
+        raise InputError(
+            f"skill tree {src} holds leftovers of an interrupted apply "
+            f"({', '.join(leftovers[:5])}); run `wfbench apply` to recover it (it rolls forward "
+            "or back); they are never copied into a snapshot"
+        )
     return SkillsSnapshot(
         digest=sha256_json(manifest),
         files=manifest,

@@ -11,6 +11,13 @@ Layout (all paths relative to the artifact root)::
     overlays/<digest>/               candidate overlay snapshots, read-only
     cells/<task>/<cell>/<record>/    cell records and their artifacts
     work/<record>/                   live cell worktrees (removed when the cell ends)
+    aggregates/<task>/<digest>.json  per-task aggregates of cell records
+    decisions/<digest>/              promotion decisions: decision.json + gate-input.json
+    reports/<digest>/                benchmark reports: report.md + report.html
+    ledger/decisions.jsonl           the hash-chained decision ledger (+ its head anchor)
+    generations/<g>/                 a generation's manifest: manifest.json + tasks/<task>.json
+    tasks/<digest>/                  read-only snapshots of the benchmark directory
+    locks/writer.lock                the one-writer lock (owner pid/host/start time inside)
     tmp/                             staging areas; anything here may be deleted
 
 The root defaults to ``$WFBENCH_ARTIFACTS``, else ``$DAGSTER_HOME/artifacts``, else
@@ -68,9 +75,49 @@ class ArtifactStore:
         """A candidate-overlay snapshot folder."""
         return self.root / "overlays" / digest
 
+    def cell(self, task_id: str, cell: str, record_id: str) -> Path:
+        """Folder holding one cell record (``record.json``) and its artifacts."""
+        return self.cells_root() / task_id / cell / record_id
+
+    def cells_root(self) -> Path:
+        """Folder holding every cell record, ``<task>/<cell>/<record>/`` below it."""
+        return self.root / "cells"
+
     def work(self, record_id: str) -> Path:
         """Private working folder of one running cell."""
-        return self.root / "work" / record_id
+        return self.work_root() / record_id
+
+    def work_root(self) -> Path:
+        """Folder holding the working folders of running (or killed) cells."""
+        return self.root / "work"
+
+    def aggregate(self, task_id: str, digest: str) -> Path:
+        """A stored per-task aggregate."""
+        return self.root / "aggregates" / task_id / f"{digest}.json"
+
+    def decision(self, digest: str) -> Path:
+        """A promotion decision's folder (``decision.json`` and ``gate-input.json``)."""
+        return self.root / "decisions" / digest
+
+    def report(self, digest: str) -> Path:
+        """A benchmark report's folder (``report.md`` and ``report.html``)."""
+        return self.root / "reports" / digest
+
+    def ledger(self) -> Path:
+        """The decision ledger file."""
+        return self.root / "ledger" / "decisions.jsonl"
+
+    def writer_lock(self) -> Path:
+        """The lock file of the one writer (evolve, decide, apply) of this store."""
+        return self.root / "locks" / "writer.lock"
+
+    def generation(self, generation: str) -> Path:
+        """A generation's folder: its manifest (header + one file per planned task)."""
+        return self.root / "generations" / generation
+
+    def tasks_snapshot(self, digest: str) -> Path:
+        """A read-only snapshot of the benchmark directory a generation's runs read."""
+        return self.root / "tasks" / digest
 
     def staging(self, prefix: str) -> Path:
         """A fresh private staging folder on the same filesystem as the stores."""

@@ -122,3 +122,5 @@ def _isolated_dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
+    # Generations run in process unless a test exercises the run queue (it unsets this).
+    monkeypatch.setenv("WFBENCH_IN_PROCESS", "1")

@@ -13,12 +13,13 @@ from bench_assets.aggregate import (
     TaskAggregate,
     aggregate_task,
     arm_health,
-    to_markdown,
     unusable_incumbent,
 )
+from bench_assets.cli.common import exit_code_for
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import EvidenceError, IntegrityError
 from bench_assets.records import CellRecord
+from bench_assets.report import aggregate_markdown
 
 GRADES: dict[ErrorKind | None, tuple[bool, bool]] = {
     None: (True, True),
@@ -378,7 +379,7 @@ def test_fresh_and_reused_counts_and_generations() -> None:
     agg = aggregate_task("alpha", cells("w", 5), inputs)
     w = agg.arms["w"]
     assert (w.fresh_runs, w.reused_runs, w.resolved_fresh, w.resolved) == (1, 4, 1, 5)
-    assert w.reused_from_generations == ["-", "g0001", "g0003"]
+    assert w.reused_from_generations == ["g0001", "g0003", "outside any generation"]
     ev = {e.cell: e for e in agg.evidence}
     assert [e.cell for e in agg.evidence] == cells("w", 5)
     assert (ev["w.r0"].reused, ev["w.r0"].run_id, ev["w.r0"].generation) == (
@@ -425,7 +426,7 @@ def test_no_records_at_all() -> None:
     agg = aggregate_task("alpha", cells("w", 2), [])
     assert agg.missing_cells == ["w.r0", "w.r1"] and agg.task_class is None
     assert agg.arms["w"].runs == 0 and agg.evidence == []
-    assert "Missing cells (2): w.r0, w.r1" in to_markdown(agg)
+    assert "Missing cells (2): w.r0, w.r1" in aggregate_markdown(agg)
 
 
 def test_task_class_comes_from_the_latest_record() -> None:
@@ -474,7 +475,7 @@ def test_inconsistent_evidence_is_refused(
 ) -> None:
     with pytest.raises(EvidenceError, match=message) as err:
         aggregate_task("alpha", planned, inputs)
-    assert isinstance(err.value, IntegrityError) and err.value.exit_code == 1
+    assert isinstance(err.value, IntegrityError) and exit_code_for(err.value) == 1
 
 
 def test_malformed_planned_cell_key() -> None:
@@ -517,7 +518,7 @@ def test_aggregate_round_trips_through_json() -> None:
 
 def test_markdown_table() -> None:
     planned, inputs = _mixed()
-    md = to_markdown(aggregate_task("alpha", planned, inputs))
+    md = aggregate_markdown(aggregate_task("alpha", planned, inputs))
     lines = md.splitlines()
     assert lines[0] == "### alpha (bug)"
     assert lines[2] == (
@@ -540,7 +541,7 @@ def test_markdown_table() -> None:
 
 
 def test_markdown_shows_na_for_an_arm_without_valid_runs() -> None:
-    md = to_markdown(agg_of([rec("w", 0, kind=ErrorKind.INFRA_ERROR)]))
+    md = aggregate_markdown(agg_of([rec("w", 0, kind=ErrorKind.INFRA_ERROR)]))
     row = md.splitlines()[4]
     assert row == (
         "| w | 0/0 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | 1 (infra-error×1) | 0 | 1/0"

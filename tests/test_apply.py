@@ -1,20 +1,26 @@
 """Applying a promoted overlay: compare-and-swap against the decision's digests, full rollback."""
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bench_assets import apply as apply_mod
 from bench_assets import fsutil
 from bench_assets import ledger as ledger_store
 from bench_assets.apply import (
     APPLIED,
     TEMP_TAG,
+    ApplyJournal,
     ApplyPhase,
     ApplyResult,
     apply_overlay,
+    find_leftovers,
+    journal_path,
     plan_application,
+    recover,
 )
 from bench_assets.errors import (
     ApplyFailed,
@@ -150,11 +156,15 @@ def test_apply_replaces_and_adds_files_and_records_them(env: dict[str, Path]) ->
     assert entry.generation == "g0001"
     assert entry.decision_digest == sha256_json(DECISION)
     assert entry.payload == {
+        "apply_id": entry.payload["apply_id"],
         "files": [
             {"path": f.path, "old_sha256": f.old_sha256, "new_sha256": f.new_sha256}
             for f in result.files
-        ]
+        ],
     }
+    # The apply_id is the journal's token, which also named the (now removed) temporary files.
+    assert re.fullmatch(r"[0-9a-f]{12}", entry.payload["apply_id"])
+    assert not journal_path(env["skills"]).exists()
 
 
 def test_apply_without_ledger_records_nothing(env: dict[str, Path]) -> None:
@@ -521,3 +531,370 @@ def test_rollback_never_overwrites_a_file_edited_after_its_replacement(
     assert [b["sha256"] for b in backups] == [sha256_bytes(INCUMBENT["review/SKILL.md"])]
     assert backups[0]["path"] in message
     assert not env["ledger"].exists()
+
+
+# --- the journal: written first, settled by the same code after a failure or a crash ------------
+
+
+def applied_entries(env: dict[str, Path]) -> list[ledger_store.LedgerEntry]:
+    if not env["ledger"].exists():
+        return []
+    return [e for e in ledger_store.read(env["ledger"]) if e.decision == APPLIED]
+
+
+def temps(root: Path) -> list[str]:
+    return find_leftovers(root)
+
+
+def after_tree(env: dict[str, Path]) -> dict[str, str]:
+    return {rel: sha256_bytes(data) for rel, data in {**INCUMBENT, **OVERLAY}.items()}
+
+
+def tree_of(root: Path) -> dict[str, str]:
+    return {e["path"]: e["sha256"] for e in tree_manifest(root)}
+
+
+def die_at(
+    env: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    phase: ApplyPhase,
+    k: int,
+    expected: dict[str, str | None],
+) -> ApplyJournal:
+    """Stop an application at a point as a kill would: nothing after it runs, nothing is settled.
+
+    (tests/test_crash_apply.py kills real processes; this is the quick in-process stand-in.)
+    """
+
+    class Died(BaseException):
+        pass
+
+    def stop(at: ApplyPhase, n: int, rel: str) -> None:
+        if (at, n) == (phase, k):
+            raise Died
+
+    def unsettled(*args: Any) -> ApplyResult:
+        raise args[-1]
+
+    monkeypatch.setattr(apply_mod, "_after_failure", unsettled)
+    with pytest.raises(Died):
+        run(env, expected=expected, hook=stop)
+    monkeypatch.undo()
+    return ApplyJournal.model_validate_json(journal_path(env["skills"]).read_bytes())
+
+
+def test_journal_names_everything_before_the_first_write(env: dict[str, Path]) -> None:
+    plan = plan_application(env["skills"], env["overlay"])
+    before = snapshot(env["skills"])
+    seen: dict[str, ApplyJournal] = {}
+
+    def look(at: ApplyPhase, n: int, rel: str) -> None:
+        journal = ApplyJournal.model_validate_json(journal_path(env["skills"]).read_bytes())
+        seen[f"{at}:{n}"] = journal
+        if at == "journaled":
+            assert snapshot(env["skills"]) == before  # the journal comes before any write
+
+    run(env, expected=plan, hook=look)
+    jpath = journal_path(env["skills"])
+    assert jpath == env["skills"].parent / ".skills.wfbench-apply.journal.json"
+    assert not jpath.exists()
+
+    prepared = seen["journaled:1"]
+    assert (prepared.schema_version, prepared.phase, prepared.candidate) == (1, "prepared", "c1")
+    assert prepared.created_dirs == ["workflow/extra"]
+    token = prepared.token
+    assert [(f.path, f.before_sha256, f.after_sha256) for f in prepared.files] == [
+        (rel, plan[rel], sha256_bytes(OVERLAY[rel])) for rel in sorted(OVERLAY)
+    ]
+    review = prepared.files[0]
+    assert review.staged == f"review/.SKILL.md{TEMP_TAG}{token}.new"
+    assert review.backup == f"review/.SKILL.md{TEMP_TAG}{token}.bak"
+    assert prepared.files[2].backup is None and review.staged_inode is None
+    assert prepared.ledger is not None
+    assert prepared.ledger.path == str(env["ledger"].resolve())
+    assert prepared.ledger.decision_digest == sha256_json(DECISION)
+    assert seen["staged:3"].phase == "prepared"
+
+    committing = seen["replaced:1"]
+    assert committing.phase == "committing" and committing.token == token
+    assert all(f.staged_inode for f in committing.files)
+    (entry,) = applied_entries(env)
+    assert entry.payload["apply_id"] == token
+    assert entry.recorded_at == prepared.ledger.recorded_at
+
+
+POINTS_BEFORE_COMMIT: list[tuple[ApplyPhase, int]] = [
+    ("journaled", 1),
+    ("staged", 1),
+    ("staged", 3),
+    ("replaced", 1),
+    ("replaced", 3),
+    ("synced", 1),
+]
+
+
+@pytest.mark.parametrize(("phase", "k"), POINTS_BEFORE_COMMIT)
+def test_failure_before_the_commit_point_rolls_back(
+    env: dict[str, Path], phase: ApplyPhase, k: int
+) -> None:
+    before = snapshot(env["skills"])
+    with pytest.raises(ApplyFailed, match="every file was restored") as info:
+        run(env, hook=failing_at(phase, k))
+    assert info.value.restored
+    assert snapshot(env["skills"]) == before
+    assert not journal_path(env["skills"]).exists()
+    assert not env["ledger"].exists()
+    # Nothing was paid: the same decision applies cleanly afterwards, once.
+    run(env)
+    assert tree_of(env["skills"]) == after_tree(env) and len(applied_entries(env)) == 1
+
+
+@pytest.mark.parametrize(("phase", "k"), [("ledger-written", 1), ("recorded", 1)])
+def test_failure_after_the_commit_point_rolls_forward(
+    env: dict[str, Path], phase: ApplyPhase, k: int
+) -> None:
+    plan = plan_application(env["skills"], env["overlay"])
+    result = run(env, expected=plan, hook=failing_at(phase, k))
+    assert tree_of(env["skills"]) == after_tree(env)
+    assert temps(env["skills"]) == [] and not journal_path(env["skills"]).exists()
+    verified = ledger_store.verify(env["ledger"])
+    assert verified.ok, verified.reason  # the head anchor was re-written after "ledger-written"
+    (entry,) = applied_entries(env)
+    assert result.ledger_seq == entry.seq == 1
+    with pytest.raises(ApplyRefused, match="differ from the digests"):
+        run(env, expected=plan)  # the same decision is never applied twice
+    assert len(applied_entries(env)) == 1
+
+
+def test_interrupt_after_the_commit_point_rolls_forward_and_propagates(
+    env: dict[str, Path],
+) -> None:
+    def interrupt(at: ApplyPhase, n: int, rel: str) -> None:
+        if at == "recorded":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(env, hook=interrupt)
+    assert tree_of(env["skills"]) == after_tree(env) and temps(env["skills"]) == []
+    assert len(applied_entries(env)) == 1 and ledger_store.verify(env["ledger"]).ok
+
+
+def test_without_a_ledger_the_committed_journal_is_the_commit_point(env: dict[str, Path]) -> None:
+    before = snapshot(env["skills"])
+    with pytest.raises(ApplyFailed, match="every file was restored"):
+        run(env, ledger=None, hook=failing_at("synced", 1))
+    assert snapshot(env["skills"]) == before
+    result = run(env, ledger=None, hook=failing_at("recorded", 1))
+    assert result.ledger_seq is None
+    assert tree_of(env["skills"]) == after_tree(env) and temps(env["skills"]) == []
+    assert not journal_path(env["skills"]).exists() and not env["ledger"].exists()
+
+
+def test_recover_without_a_journal_does_nothing(env: dict[str, Path], tmp_path: Path) -> None:
+    before = snapshot(env["skills"])
+    assert recover(env["skills"]) is None
+    assert snapshot(env["skills"]) == before
+    with pytest.raises(ApplyRefused, match="does not exist"):
+        recover(tmp_path / "nowhere")
+
+
+def test_a_disk_error_while_settling_keeps_the_journal_for_the_next_run(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = os.replace
+    before = snapshot(env["skills"])
+
+    def refuse_restore(src: Any, dst: Any, **kwargs: Any) -> None:
+        if str(src).endswith(".bak"):
+            raise OSError(5, "Input/output error")
+        real(src, dst, **kwargs)
+
+    def fail_then_break_the_disk(at: ApplyPhase, n: int, rel: str) -> None:
+        if (at, n) == ("replaced", 2):
+            monkeypatch.setattr(os, "replace", refuse_restore)
+            raise OSError("injected failure")
+
+    with pytest.raises(ApplyFailed, match="could NOT be settled.*is kept") as info:
+        run(env, hook=fail_then_break_the_disk)
+    monkeypatch.undo()
+    assert not info.value.restored
+    assert journal_path(env["skills"]).exists() and temps(env["skills"])
+    with pytest.raises(ApplyRefused, match="in the middle of an application"):
+        plan_application(env["skills"], env["overlay"])
+
+    recovery = recover(env["skills"])
+    assert recovery is not None and recovery.action == "rolled_back" and not recovery.problems
+    assert "rolled back: 3 file(s)" in recovery.message()
+    assert snapshot(env["skills"]) == before
+    assert not journal_path(env["skills"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("garble", "named"),
+    [
+        (lambda raw: raw[: len(raw) // 2], "is not a valid journal"),
+        (
+            lambda raw: raw.replace(b'"schema_version": 1', b'"schema_version": 2'),
+            "written by another wfbench version",
+        ),
+        (lambda raw: raw.replace(b'"path": "review/', b'"path": "../'), "may escape"),
+        (lambda raw: raw.replace(b'"phase": "committing"', b'"phase": "done"'), "phase"),
+        (
+            lambda raw: raw.replace(b'.new"', b'.old"', 1),
+            "staged or backup name does not match the token",
+        ),
+    ],
+)
+def test_a_bad_journal_is_refused_and_nothing_is_changed(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch, garble: Any, named: str
+) -> None:
+    plan = plan_application(env["skills"], env["overlay"])
+    die_at(env, monkeypatch, "replaced", 2, plan)
+    jpath = journal_path(env["skills"])
+    fsutil.atomic_write_bytes(jpath, garble(jpath.read_bytes()))
+    half = snapshot(env["skills"])
+    journal_bytes = jpath.read_bytes()
+    with pytest.raises(ApplyFailed) as info:
+        recover(env["skills"])
+    message = str(info.value)
+    assert message.startswith(f"apply journal {jpath} ") and named in message, message
+    assert not info.value.restored
+    assert snapshot(env["skills"]) == half and jpath.read_bytes() == journal_bytes
+    with pytest.raises(ApplyFailed, match=f"apply journal {jpath}"):
+        run(env, expected=plan)  # every later application refuses too
+    assert snapshot(env["skills"]) == half and not env["ledger"].exists()
+
+
+def test_a_ledger_with_another_fault_blocks_recovery_and_changes_nothing(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = plan_application(env["skills"], env["overlay"])
+    die_at(env, monkeypatch, "replaced", 3, plan)
+    ledger_store.append(
+        env["ledger"], decision="promote", decision_json=DECISION, generation="g1", candidate="c1"
+    )
+    fsutil.atomic_write_bytes(env["ledger"], env["ledger"].read_bytes().replace(b"g1", b"g2"))
+    half = snapshot(env["skills"])
+    with pytest.raises(LedgerError, match="cannot settle the interrupted application") as info:
+        recover(env["skills"])
+    assert str(journal_path(env["skills"])) in str(info.value)
+    assert f"ledger {env['ledger']}: FAILED at line 1" in str(info.value)
+    assert snapshot(env["skills"]) == half and journal_path(env["skills"]).exists()
+
+
+def test_an_entry_with_our_id_but_other_content_is_refused(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = plan_application(env["skills"], env["overlay"])
+    journal = die_at(env, monkeypatch, "synced", 1, plan)
+    ledger_store.append(
+        env["ledger"],
+        decision=APPLIED,
+        decision_json=DECISION,
+        generation="g0001",
+        candidate="c1",
+        payload={"apply_id": journal.token, "files": []},
+    )
+    half = snapshot(env["skills"])
+    with pytest.raises(LedgerError, match=f"carries its apply_id {journal.token} but not its"):
+        recover(env["skills"])
+    assert snapshot(env["skills"]) == half
+
+
+def test_another_interrupted_append_is_left_for_a_person(
+    env: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kill fell before our record; the ledger's unanchored entry is someone else's."""
+    plan = plan_application(env["skills"], env["overlay"])
+    before = snapshot(env["skills"])
+    die_at(env, monkeypatch, "synced", 1, plan)
+
+    def power_cut(entry: ledger_store.LedgerEntry) -> None:
+        raise OSError("power cut")
+
+    with pytest.raises(OSError):
+        ledger_store.append(
+            env["ledger"],
+            decision="promote",
+            decision_json={"other": 1},
+            generation="g0002",
+            candidate="c2",
+            on_written=power_cut,
+        )
+    recovery = recover(env["skills"])
+    assert recovery is not None and recovery.action == "rolled_back"
+    assert not recovery.ledger_reanchored
+    assert snapshot(env["skills"]) == before
+    pending = ledger_store.unanchored_entry(env["ledger"])
+    assert pending is not None and pending.candidate == "c2"  # not ours: left as it was
+    with pytest.raises(LedgerError, match="refusing to apply"):
+        run(env, expected=plan)
+    ledger_store.repair(env["ledger"])  # the person's `wfbench ledger repair`
+    run(env, expected=plan)
+    assert tree_of(env["skills"]) == after_tree(env) and len(applied_entries(env)) == 1
+
+
+# --- leftovers never enter the incumbent -------------------------------------------------------
+
+
+def test_orphan_leftovers_in_the_tree_are_refused_never_copied(env: dict[str, Path]) -> None:
+    orphan_bak = env["skills"] / "review" / f".SKILL.md{TEMP_TAG}0123456789ab.bak"
+    orphan_new = env["skills"] / f".x.md{TEMP_TAG}0123456789ab.new"
+    fsutil.atomic_write_bytes(orphan_bak, b"the only copy of someone's bytes\n")
+    fsutil.atomic_write_bytes(orphan_new, b"half of an old overlay\n")
+    plan = {rel: sha256_bytes(INCUMBENT[rel]) if rel in INCUMBENT else None for rel in OVERLAY}
+    assert find_leftovers(env["skills"]) == [
+        orphan_new.name,
+        f"review/{orphan_bak.name}",
+    ]
+    before = snapshot(env["skills"])
+    info = assert_refused_untouched(env, before, expected=plan)
+    message = str(info.value)
+    assert f"skill tree {env['skills']} holds 2 leftover(s)" in message
+    assert f"'review/{orphan_bak.name}'" in message and "never copied" in message
+    with pytest.raises(ApplyRefused, match="holds 2 leftover"):
+        recover(env["skills"])
+    with pytest.raises(ApplyRefused, match="holds 2 leftover"):
+        plan_application(env["skills"], env["overlay"])
+    assert snapshot(env["skills"]) == before  # refused, never deleted: a person decides
+    orphan_bak.unlink()
+    orphan_new.unlink()
+    run(env, expected=plan)
+    assert tree_of(env["skills"]) == after_tree(env)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"review/.SKILL.md{TEMP_TAG}0123456789ab.bak",
+        f"workflow/.SKILL.md{TEMP_TAG}0123456789ab.new",
+        f"workflow/.x{TEMP_TAG}0123456789ab.new/SKILL.md",
+    ],
+)
+def test_leftovers_in_an_overlay_are_refused(env: dict[str, Path], name: str) -> None:
+    plan = plan_application(env["skills"], env["overlay"])
+    fsutil.atomic_write_bytes(env["overlay"] / name, b"copied from a half-applied tree\n")
+    shown = name if name.endswith((".bak", ".new")) else name.rsplit("/", 1)[0]
+    with pytest.raises(ApplyRefused, match="leftover") as info:
+        plan_application(env["skills"], env["overlay"])
+    assert f"overlay folder {env['overlay']} holds 1 leftover(s)" in str(info.value)
+    assert repr(shown) in str(info.value)
+    assert_refused_untouched(env, snapshot(env["skills"]), expected=plan)
+
+
+def test_a_rollback_that_met_an_edit_leaves_a_refused_backup(env: dict[str, Path]) -> None:
+    theirs = b"edited right after the application replaced it\n"
+
+    def edit_then_fail(at: ApplyPhase, n: int, rel: str) -> None:
+        if (at, n) == ("replaced", 2):
+            fsutil.atomic_write_bytes(env["skills"] / "review" / "SKILL.md", theirs)
+            raise OSError("injected failure")
+
+    with pytest.raises(ApplyFailed, match="could NOT be fully rolled back"):
+        run(env, hook=edit_then_fail)
+    assert not journal_path(env["skills"]).exists()
+    (kept,) = find_leftovers(env["skills"])
+    with pytest.raises(ApplyRefused, match=re.escape(kept)):
+        recover(env["skills"])
+    with pytest.raises(ApplyRefused, match=re.escape(kept)):
+        run(env)

@@ -97,7 +97,7 @@ def test_a_real_fix_resolves_and_is_measured(bench: Benchmark, store: ArtifactSt
     assert rec.patch is not None and "return a + b" in Path(rec.patch.path).read_text()
     # The agent reported no usage: unknown, never zero.
     assert rec.cost_usd is None and rec.total_tokens is None and rec.turns is None
-    assert not (store.root / "work").exists() or not any((store.root / "work").iterdir())
+    assert not store.work_root().exists() or not any(store.work_root().iterdir())
 
 
 def test_a_wrong_patch_fails_the_oracle(bench: Benchmark, store: ArtifactStore) -> None:
@@ -271,7 +271,7 @@ def test_containment_during_a_session(
     assert host_secret not in json.dumps(seen["env"])
     assert "WFBENCH_TEST_HOST_SECRET" not in seen["env"]
     # ...and the arm's credential, which does, appears in no stored file.
-    for path in (store.root / "cells").rglob("*"):
+    for path in store.cells_root().rglob("*"):
         if path.is_file():
             assert arm_secret not in path.read_text(errors="replace"), path
     assert "[REDACTED]" in transcript

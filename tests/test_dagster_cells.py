@@ -19,14 +19,15 @@ from bench_assets import sandbox
 from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
 from bench_assets.definitions import defs as load_defs
-from bench_assets.defs.instance_ops import (
+from bench_assets.driver.instance import (
     latest_cells,
     materialize_cells,
     materialize_inputs,
     sync_instance,
 )
-from bench_assets.defs.staleness import stale_status
+from bench_assets.store import ArtifactStore
 from tests.conftest import REPO_ROOT, make_bench, write_yaml
+from tests.staleness import stale_status
 from tests.test_cells import FIXED_CALC
 
 BUGGY = (Path(__file__).parent / "conftest.py").read_text().split('"""\\\n', 2)[1]
@@ -141,7 +142,8 @@ def test_unchanged_cells_are_reused_without_any_process(
     for cell, rec in second.items():
         assert rec["reused"] is True, cell
         assert rec["data_version"] == first[cell]["data_version"], cell
-        assert rec["reused_from_generation"] == "g0001"
+        assert rec["generation"] == "g0001", "the generation that paid for the record"
+        assert rec["reused_from_run"] == first[cell]["run_id"], "names the paying run"
         assert rec["record_path"] == first[cell]["record_path"]
 
     forced = {r["cell"]: r for r in cells(instance, root, art, force=True, generation="g0003")}
@@ -176,7 +178,7 @@ def test_a_new_overlay_makes_only_candidate_cells_stale(tmp_path: Path, instance
         # The identity changed too, so the next materialization pays for the candidate only.
         again = {r["cell"]: r for r in cells(instance, root, art, generation="g0002")}
         assert again["cand.r0"]["reused"] is False and again["cand.r0"]["ran_because"] == (
-            "identity changed"
+            "candidate cell: always paid for a new overlay"
         )
         assert again["workflow.r0"]["reused"] is True
     finally:
@@ -191,7 +193,7 @@ def test_missing_bwrap_stops_before_any_cell(
     result = CliRunner().invoke(main, ["cells", "--run", "--tasks", str(root)])
     assert result.exit_code == 2, result.output
     assert "bubblewrap" in result.output and "apt-get install bubblewrap" in result.output
-    assert not (artifact_root / "cells").exists()
+    assert not ArtifactStore(artifact_root).cells_root().exists()
 
 
 def test_broken_bwrap_stops_before_any_cell(
@@ -209,7 +211,7 @@ def test_broken_bwrap_stops_before_any_cell(
     )
     assert result.exit_code == 2, result.output
     assert "sandbox preflight failed" in result.output and "namespace" in result.output
-    assert not (artifact_root / "cells").exists()
+    assert not ArtifactStore(artifact_root).cells_root().exists()
     assert root.exists()
 
 
@@ -258,6 +260,7 @@ def test_cli_cells_grade_and_try(tmp_path: Path, artifact_root: Path) -> None:
 def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Path) -> None:
     root = replay_bench(tmp_path)
     art = tmp_path / "art"
+    store = ArtifactStore(art)
     env = {**os.environ, "WFBENCH_ARTIFACTS": str(art)}
     cmd = [
         sys.executable,
@@ -280,7 +283,7 @@ def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Pat
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if list((art / "work").glob("*/tree/started")):
+        if list(store.work_root().glob("*/tree/started")):
             break
         time.sleep(0.1)
     else:
@@ -288,11 +291,11 @@ def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Pat
         pytest.fail("the agent never started")
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert not list((art / "cells").rglob("record.json")) if (art / "cells").exists() else True
+    cells_root = store.cells_root()
+    assert not list(cells_root.rglob("record.json")) if cells_root.exists() else True
     from bench_assets.cells import remove_stale_work
-    from bench_assets.store import ArtifactStore
 
-    assert remove_stale_work(ArtifactStore(art)) == 1
+    assert remove_stale_work(store) == 1
     done = subprocess.run(
         [*cmd[:-1], 'python -c "print(1)"'],
         env=env,
@@ -302,7 +305,7 @@ def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Pat
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert len(list((art / "cells").rglob("record.json"))) == 1
+    assert len(list(store.cells_root().rglob("record.json"))) == 1
 
 
 def test_secret_never_reaches_dagster_metadata(

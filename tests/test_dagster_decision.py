@@ -12,8 +12,10 @@ from click.testing import CliRunner
 from bench_assets import gate
 from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.defs.instance_ops import materialize_decision
+from bench_assets.documents import load_decision
+from bench_assets.driver.instance import decision_records, materialize_decision
 from bench_assets.errorkinds import ErrorKind
+from bench_assets.store import ArtifactStore
 from tests.conftest import DEMO_TASKS
 from tests.test_dagster_cells import cells, replay_bench, run_all
 
@@ -128,7 +130,7 @@ def test_decision_is_recorded_with_lineage_report_and_ledger(
     monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
     ok = CliRunner().invoke(main, ["ledger", "verify"])
     assert ok.exit_code == 0 and "OK, 1 entries" in ok.output
-    ledger = art / "ledger" / "decisions.jsonl"
+    ledger = ArtifactStore(art).ledger()
     data = bytearray(ledger.read_bytes())
     pos = data.index(b'"insufficient_evidence"') + 2
     data[pos] = ord("X")
@@ -153,14 +155,22 @@ def test_explain_names_policy_tasks_and_evidence(
     assert res.exit_code == 0, res.output
     assert "generation g0002: insufficient_evidence" in res.output
     assert "policy paired" in res.output
-    assert "alpha workflow.r0: reused, generation g0001" in res.output
+    g1 = {md["generation"]: md for md in decision_records(instance)}["g0001"]
+    g1_doc = load_decision(Path(str(g1["decision_path"])))
+    paid = g1_doc.lineage_of("alpha", "workflow", 0)
+    assert paid is not None and paid.run_id and not paid.reused
+    # Reused evidence names the run that paid for it (and its generation), never "None".
+    assert f"alpha workflow.r0: reused from run {paid.run_id} (g0001)" in res.output
+    assert "None" not in res.output
+    table = str(decision_records(instance, limit=1)[0]["evidence"])
+    assert f"reused from run {paid.run_id} (g0001)" in table and "None" not in table
     assert json.loads(first.output)["generation"] == "g0001"
 
 
 def test_incomplete_task_fails_the_check_and_cannot_promote(tmp_path: Path, instance) -> None:
     from bench_assets.defs.decision import aggregates
-    from bench_assets.defs.instance_ops import materialize_inputs, sync_instance
     from bench_assets.defs.resources import BenchResource
+    from bench_assets.driver.instance import materialize_inputs, sync_instance
 
     root, art = replay_bench(tmp_path), tmp_path / "art"
     sync_instance(instance, load_benchmark(root))

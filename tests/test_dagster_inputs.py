@@ -10,11 +10,11 @@ import pytest
 from bench_assets.catalog import load_benchmark
 from bench_assets.definitions import defs as load_defs
 from bench_assets.defs.inputs import oracle_snapshots, sanitized_graphs, task_bindings
-from bench_assets.defs.instance_ops import materialize_inputs, sync_instance
 from bench_assets.defs.resources import BenchResource
 from bench_assets.defs.sensors import tasks_sync_sensor
-from bench_assets.defs.staleness import stale_status
+from bench_assets.driver.instance import materialize_inputs, sync_instance
 from tests.conftest import REPO_ROOT, add_task, make_bench
+from tests.staleness import stale_status
 
 INPUTS = ["task_bindings", "oracle_snapshots", "sanitized_graphs"]
 
@@ -133,7 +133,7 @@ def test_changed_prompt_changes_binding_version_and_makes_downstream_stale(
 
 def test_drifted_pin_fails_the_materialization_before_downstream(tmp_path: Path, instance) -> None:
     from bench_assets import binding as binding_mod
-    from bench_assets.defs.instance_ops import StepFailed
+    from bench_assets.driver.instance import StepFailed
     from bench_assets.inputs import bind_task
     from bench_assets.store import ArtifactStore
 

@@ -1,13 +1,13 @@
 """The offline demo's intended outcomes are facts, not hopes.
 
 Every replay line in ``tasks/replays/<arm>.jsonl`` is graded here the way a cell is graded
-(SPEC §6.1): the task's inline repo is copied and committed, the recorded patch is applied with
-``git apply``, protected files are restored, the visible ``verify`` command runs, then the hidden
-oracle is staged read-only at ``.wfbench-oracle-<hex>/`` inside the worktree and its command runs
-with ``WFBENCH_ORACLE_ROOT`` set. The measured (verify, oracle) pair must equal the intended table
-in ``tasks/replays/expected.json``, and the design the demo relies on (SPEC §6.3: the candidate
-resolves more at lower cost, cheats never resolve, every oracle fails on the unmodified repo) is
-asserted from the measured outcomes and the recorded usage.
+(:mod:`bench_assets.grading`): the task's inline repo is copied and committed, the recorded patch
+is applied with ``git apply``, protected files are restored, the visible ``verify`` command runs,
+then the hidden oracle is staged read-only at ``.wfbench-oracle-<hex>/`` inside the worktree and
+its command runs with ``WFBENCH_ORACLE_ROOT`` set. The measured (verify, oracle) pair must equal
+the intended table in ``tasks/replays/expected.json``, and the design the demo relies on (the
+candidate resolves more at lower cost, cheats never resolve, every oracle fails on the unmodified
+repo) is asserted from the measured outcomes and the recorded usage.
 """
 
 import hashlib
@@ -354,7 +354,7 @@ def test_cheat_labels_match_what_the_patches_do():
             assert ".wfbench-oracle-" in patch and '"git", "log", "--all"' in patch
 
 
-# --- the design the demo relies on (SPEC §6.3) --------------------------------------------------
+# --- the design the demo relies on (see the module docstring) ------------------------------------
 
 
 def test_candidate_resolves_more_than_the_incumbent(measured):

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from bench_assets.cli import main
 from bench_assets.cron import latest_tick, matches
 from bench_assets.defs import automation
-from bench_assets.defs.evolve import evolve
 from bench_assets.defs.resources import BenchResource
+from bench_assets.driver.evolve import evolve
 from tests.conftest import write_yaml
 from tests.test_dagster_cells import replay_bench
 
@@ -189,3 +189,73 @@ def test_turn_and_budget_limits_never_trip_the_outage_breaker() -> None:
     for _ in range(5):
         breaker.observe(ErrorKind.INFRA_ERROR)
     assert breaker.tripped
+
+
+QUEUED_INSTANCE = """\
+telemetry: {enabled: false}
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config: {dequeue_interval_seconds: 1}
+concurrency:
+  runs: {max_concurrent_runs: 8}
+  pools: {granularity: run, default_limit: 2}
+"""
+
+
+def _overlap(spans: list[tuple[float, float]]) -> int:
+    """The most spans open at one moment."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    best = now = 0
+    for _, step in events:
+        now += step
+        best = max(best, now)
+    return best
+
+
+def test_cells_run_as_queued_runs_bounded_by_the_agent_sessions_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The production path: every paid cell is a Dagster run that went through the run queue
+    (a daemon started for the generation), tagged with its generation, and the agent_sessions
+    pool (limit 1 here) never let two sessions overlap."""
+    root = replay_bench(tmp_path)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["runs"] = 2
+    data["limits"] = {"agent_sessions": 1}
+    write_yaml(root / "bench.yaml", data)
+    for f in ("w.jsonl", "b.jsonl"):
+        rows = [json.loads(x) for x in (root / "replays" / f).read_text().splitlines()]
+        rows.append({**rows[0], "run": 1})
+        (root / "replays" / f).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    home = tmp_path / "queued_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(QUEUED_INSTANCE)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    monkeypatch.delenv("WFBENCH_IN_PROCESS")
+    instance = dg.DagsterInstance.get()
+    try:
+        res = evolve(
+            str(root), artifact_root=str(tmp_path / "art"), instance=instance, progress=print
+        )
+        assert (res.generation, res.paid_cells, res.reused_cells) == ("g0001", 6, 0)
+        assert res.decision == "insufficient_evidence" or res.decision in (
+            "promote",
+            "keep_incumbent",
+        )
+        records = instance.get_run_records(
+            filters=dg.RunsFilter(tags={"wfbench/generation": "g0001"})
+        )
+        cells = [r for r in records if "dagster/partition/cell" in r.dagster_run.tags]
+        assert len(cells) == 6, "one run per paid cell"
+        for r in cells:
+            assert r.dagster_run.status == dg.DagsterRunStatus.SUCCESS
+            enqueued = instance.get_records_for_run(
+                r.dagster_run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED
+            ).records
+            assert enqueued, "the run went through the run coordinator's queue"
+        spans = [(r.start_time, r.end_time) for r in cells if r.start_time and r.end_time]
+        assert len(spans) == 6 and _overlap(spans) == 1, "agent_sessions pool limit 1 held"
+        assert all(c["run_id"] for c in res.cells), "every paid cell names its run"
+    finally:
+        instance.dispose()

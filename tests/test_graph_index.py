@@ -1,4 +1,4 @@
-"""Tests for the built-in Python code indexer and graph scrubbing (SPEC §5.3)."""
+"""Tests for the built-in Python code indexer and graph scrubbing (:mod:`bench_assets.graph`)."""
 
 import json
 import os

@@ -19,7 +19,8 @@ from bench_assets.ledger import (
     append,
     head_path,
     read,
-    reanchor,
+    repair,
+    unanchored_entry,
     verify,
     verify_bytes,
 )
@@ -53,6 +54,11 @@ def lines_of(path: Path) -> list[bytes]:
 
 def rewrite(path: Path, data: bytes) -> None:
     atomic_write_bytes(path, data)
+
+
+def lines_hash(path: Path, seq: int) -> str:
+    """The hash recorded on line ``seq`` of a ledger (no verification)."""
+    return str(json.loads(lines_of(path)[seq - 1])["hash"])
 
 
 def assert_bad(path: Path, line: int, seq: int | None, reason: str, **kw: Any) -> None:
@@ -341,8 +347,9 @@ def test_rewriting_ledger_and_head_together_needs_an_external_anchor(tmp_path: P
     path = build(tmp_path)
     anchor = verify(path).head
     rewrite(path, b"".join(lines_of(path)[:-1]))
-    reanchor(path)  # the attacker also fixes the sidecar
-    assert verify(path).ok
+    forged_head = {"seq": 3, "hash": lines_hash(path, 3)}
+    rewrite(head_path(path), (canonical_json(forged_head) + "\n").encode())
+    assert verify(path).ok  # the attacker also fixed the sidecar
     assert_bad(path, 4, 4, "the expected head records seq 4", expected_head=anchor)
 
 
@@ -379,32 +386,6 @@ def test_crash_while_writing_leaves_the_old_ledger(
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name, head_path(path).name]
 
 
-def test_crash_between_ledger_and_head_is_loud_and_reanchor_accepts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = build(tmp_path, 2)
-
-    def crash(p: Path, head: LedgerHead) -> None:
-        raise OSError("power cut")
-
-    monkeypatch.setattr(ledger, "_write_head", crash)
-    with pytest.raises(OSError):
-        append(path, decision="promote", decision_json={}, generation="g3", candidate=None)
-    monkeypatch.undo()
-    assert_bad(path, 3, 3, "an append was interrupted (see ledger.reanchor)")
-    head = reanchor(path)
-    assert head.seq == 3 and verify(path).ok
-
-
-def test_reanchor_refuses_a_broken_chain(tmp_path: Path) -> None:
-    path = build(tmp_path)
-    lines = lines_of(path)
-    del lines[1]
-    rewrite(path, b"".join(lines))
-    with pytest.raises(LedgerError, match="cannot re-anchor.*line 2"):
-        reanchor(path)
-
-
 def test_append_refuses_a_tampered_ledger_and_writes_nothing(tmp_path: Path) -> None:
     path = build(tmp_path)
     lines = lines_of(path)
@@ -413,7 +394,7 @@ def test_append_refuses_a_tampered_ledger_and_writes_nothing(tmp_path: Path) -> 
     before = path.read_bytes()
     with pytest.raises(LedgerError, match=r"line 1 \(seq 1\)") as err:
         append(path, decision="promote", decision_json={}, generation="g5", candidate=None)
-    assert isinstance(err.value, IntegrityError) and err.value.exit_code == 1
+    assert isinstance(err.value, IntegrityError)
     assert path.read_bytes() == before
 
 
@@ -471,3 +452,248 @@ def test_concurrent_appends_all_land_in_one_chain(tmp_path: Path) -> None:
     assert sorted((e.generation, e.candidate) for e in read(path)) == sorted(
         (f"w{w}", str(i)) for w in range(6) for i in range(5)
     )
+
+
+# --- repair: only a missing head write is re-anchored --------------------------------------------
+
+
+def interrupt_append(path: Path, n: int = 3) -> None:
+    """Append one entry and stop right after the ledger write, before its head anchor."""
+
+    def power_cut(entry: ledger.LedgerEntry) -> None:
+        raise OSError("power cut between the ledger write and its head anchor")
+
+    with pytest.raises(OSError, match="power cut"):
+        append(
+            path,
+            decision="applied",
+            decision_json={"n": n},
+            generation=f"g{n:04d}",
+            candidate=f"overlay-{n}",
+            payload={"files": []},
+            on_written=power_cut,
+        )
+
+
+def state(path: Path) -> tuple[bytes | None, bytes | None]:
+    hp = head_path(path)
+    return (
+        path.read_bytes() if path.exists() else None,
+        hp.read_bytes() if hp.exists() else None,
+    )
+
+
+def test_interrupted_append_is_loud_and_repair_reanchors(tmp_path: Path) -> None:
+    path = build(tmp_path, 2)
+    old_head = verify(path).head
+    interrupt_append(path)
+    assert_bad(path, 3, 3, "an append was interrupted (see `wfbench ledger repair`)")
+    with pytest.raises(LedgerError, match="refusing to append"):
+        append(path, decision="promote", decision_json={}, generation="g4", candidate=None)
+    pending = unanchored_entry(path)
+    assert pending is not None and pending.seq == 3
+
+    result = repair(path)
+    assert result.action == "reanchored"
+    assert result.previous == old_head
+    assert result.entry == pending == read(path)[-1]
+    assert result.head == LedgerHead(seq=3, hash=pending.hash) == verify(path).head
+    assert json.loads(head_path(path).read_text()) == {"seq": 3, "hash": pending.hash}
+    assert stat.S_IMODE(head_path(path).stat().st_mode) == 0o444
+    message = result.message(path)
+    assert message.startswith(f"ledger {path}: re-anchored head at seq 3")
+    assert "(was at seq 2)" in message and "applied of overlay-3 in g0003" in message
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, head_path(path).name]
+
+    # A second repair has nothing to do and writes nothing; appends work again.
+    before = state(path)
+    again = repair(path)
+    assert (again.action, again.entry, again.head.seq) == ("none", None, 3)
+    assert again.message(path) == f"ledger {path}: OK, nothing to repair (head seq 3)"
+    assert state(path) == before
+    assert (
+        append(path, decision="promote", decision_json={}, generation="g4", candidate=None).seq == 4
+    )
+
+
+def test_interrupted_first_append_leaves_no_anchor_and_repair_accepts(tmp_path: Path) -> None:
+    path = tmp_path / "ledger" / "decisions.jsonl"
+    interrupt_append(path, 1)
+    assert not head_path(path).exists()
+    assert "head anchor decisions.jsonl.head is missing" in (verify(path).reason or "")
+    result = repair(path)
+    assert (result.action, result.previous, result.head.seq) == ("reanchored", None, 1)
+    assert "(was missing)" in result.message(path)
+    assert verify(path).ok
+
+
+def test_repair_of_a_missing_or_clean_ledger_does_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "decisions.jsonl"
+    assert repair(missing).action == "none"
+    assert not missing.parent.exists()
+    path = build(tmp_path, 2)
+    before = state(path)
+    assert repair(path).action == "none" and unanchored_entry(path) is None
+    assert state(path) == before
+
+
+def test_repair_accepts_only_the_expected_entry(tmp_path: Path) -> None:
+    path = build(tmp_path, 2)
+    interrupt_append(path)
+    pending = unanchored_entry(path)
+    assert pending is not None
+    before = state(path)
+    with pytest.raises(LedgerError, match=r"seq 3, hash [0-9a-f]{12}\) is not the one expected"):
+        repair(path, expect_hash="0" * 64)
+    assert state(path) == before
+    assert repair(path, expect_hash=pending.hash).action == "reanchored"
+
+
+def _broken_chain(path: Path) -> None:
+    lines = lines_of(path)
+    del lines[1]
+    rewrite(path, b"".join(lines))
+
+
+def _edited_entry(path: Path) -> None:
+    lines = lines_of(path)
+    lines[0] = _flip_in_field(lines[0], "candidate")
+    rewrite(path, b"".join(lines))
+
+
+def _anchor_ahead(path: Path) -> None:
+    rewrite(path, b"".join(lines_of(path)[:-1]))
+
+
+def _anchor_two_behind(path: Path) -> None:
+    forged_head = {"seq": 2, "hash": lines_hash(path, 2)}
+    rewrite(head_path(path), (canonical_json(forged_head) + "\n").encode())
+
+
+def _anchor_missing_beside_many(path: Path) -> None:
+    head_path(path).unlink()
+
+
+def _anchor_garbled(path: Path) -> None:
+    rewrite(head_path(path), b'{"seq": 4}\n')
+
+
+def _anchor_of_another_ledger(path: Path) -> None:
+    forged_head = {"seq": 4, "hash": "ab" * 32}
+    rewrite(head_path(path), (canonical_json(forged_head) + "\n").encode())
+
+
+def _forged_after_interrupted(path: Path) -> None:
+    """An interrupted append, then one more entry with a correct chain written by hand."""
+    interrupt_append(path, 5)
+    rewrite(path, path.read_bytes() + _forged(lines_hash(path, 5), 6))
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        (_broken_chain, "the chain itself does not verify"),
+        (_edited_entry, "the chain itself does not verify"),
+        (_anchor_ahead, "records seq 4: seq 4 removed (truncated ledger)"),
+        (_anchor_two_behind, "entry after the head recorded in the head anchor (seq 2)"),
+        (_anchor_missing_beside_many, "is missing beside 4 entries"),
+        (_anchor_garbled, "head anchor decisions.jsonl.head is unreadable"),
+        (_anchor_of_another_ledger, "hash of seq 4 differs from the head anchor"),
+        (_forged_after_interrupted, "entry after the head recorded in the head anchor (seq 4)"),
+    ],
+)
+def test_repair_refuses_every_other_fault_and_changes_nothing(
+    tmp_path: Path, fault: Any, named: str
+) -> None:
+    path = build(tmp_path)
+    fault(path)
+    before = state(path)
+    with pytest.raises(LedgerError) as err:
+        repair(path)
+    message = str(err.value)
+    assert message.startswith(f"cannot repair ledger {path}")
+    assert named in message, message
+    assert isinstance(err.value, IntegrityError)
+    assert state(path) == before
+    with pytest.raises(LedgerError):
+        unanchored_entry(path)
+
+
+def test_repair_refuses_every_single_byte_edit(tmp_path: Path) -> None:
+    """Property: on a ledger left by an interrupted append, no one-byte edit is ever accepted.
+
+    The small ledger has one anchored entry and one unanchored one (what a kill between the two
+    writes leaves); every byte of the ledger and of its head anchor is edited in turn.
+    """
+    path = build(tmp_path, 1)
+    interrupt_append(path, 2)
+    original, head = state(path)
+    assert original is not None and head is not None
+
+    def put(target: Path, data: bytes) -> None:  # fast and good enough for a test: no fsync
+        target.unlink()
+        target.write_bytes(data)
+
+    tried = 0
+    for target, good in ((path, original), (head_path(path), head)):
+        for pos in range(len(good)):
+            for edit in (good[pos] ^ 0x01, good[pos] ^ 0x80, 0x20):
+                if edit == good[pos]:
+                    continue
+                edited = good[:pos] + bytes([edit]) + good[pos + 1 :]
+                put(target, edited)
+                tried += 1
+                with pytest.raises(LedgerError, match=f"cannot repair ledger {path}"):
+                    repair(path)
+                assert target.read_bytes() == edited, f"repair wrote after an edit at {pos}"
+        put(target, good)
+    assert tried > 2 * (len(original) + len(head))
+    assert state(path) == (original, head)
+    assert repair(path).action == "reanchored" and verify(path).ok
+
+
+# --- `wfbench ledger repair` ---------------------------------------------------------------------
+
+
+def test_cli_ledger_repair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from bench_assets.cli import main
+
+    path = build(tmp_path, 2)
+    interrupt_append(path)
+    runner = CliRunner()
+    blocked = runner.invoke(main, ["ledger", "verify", "--path", str(path)])
+    assert blocked.exit_code == 1 and "wfbench ledger repair" in blocked.output
+
+    done = runner.invoke(main, ["ledger", "repair", "--path", str(path)])
+    assert done.exit_code == 0, done.output
+    (line,) = done.stdout.splitlines()
+    assert line.startswith(f"ledger {path}: re-anchored head at seq 3") and done.stderr == ""
+    assert "accepted entry seq 3: applied of overlay-3 in g0003" in line
+    assert verify(path).ok
+    again = runner.invoke(main, ["ledger", "repair", "--path", str(path)])
+    assert (again.exit_code, again.stdout) == (
+        0,
+        f"ledger {path}: OK, nothing to repair (head seq 3)\n",
+    )
+
+    # Refused: one line on stderr naming the file and the fault, exit 1, no traceback, no change.
+    _broken_chain(path)
+    before = state(path)
+    refused = runner.invoke(main, ["ledger", "repair", "--path", str(path)])
+    assert refused.exit_code == 1 and refused.exception is not None
+    assert isinstance(refused.exception, SystemExit)
+    assert refused.stdout == ""
+    (line,) = refused.stderr.splitlines()
+    assert line.startswith(
+        f"wfbench: cannot repair ledger {path}: the chain itself does not verify"
+    )
+    assert "Traceback" not in refused.output
+    assert state(path) == before
+
+    # The default ledger is the artifact store's; a missing one is invalid input (exit 2).
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(tmp_path / "empty-store"))
+    missing = runner.invoke(main, ["ledger", "repair"])
+    assert missing.exit_code == 2
+    assert "no ledger at" in missing.stderr and "decisions.jsonl" in missing.stderr

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from bench_assets.cells import identity_digest
+from bench_assets.cellkeys import identity_digest
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.generation import OutageBreaker, next_candidate, next_generation
 from bench_assets.planner import (
@@ -218,3 +218,14 @@ def test_breaker_ignores_valid_negatives_and_resets_on_success() -> None:
     for _ in range(4):
         assert not b.observe(ErrorKind.INFRA_ERROR)
     assert b.observe(ErrorKind.INFRA_ERROR)
+
+
+@pytest.mark.parametrize("kind", [ErrorKind.INFRA_ERROR, ErrorKind.SESSION_ERROR])
+def test_an_excluded_candidate_cell_is_paid_again_never_reused(kind: ErrorKind) -> None:
+    """A candidate cell that failed for infrastructure reasons (disk full, API down) with the
+    same overlay used to be reused by the next run: a fault became a permanent result."""
+    same = ident(overlay="c1")
+    cell = plan_one(same, prior(same, kind), role="candidate")
+    assert (cell.action, cell.kind) == ("run", "excluded")
+    ok = plan_one(same, prior(same, ErrorKind.ORACLE_FAILED), role="candidate")
+    assert (ok.action, ok.kind) == ("reuse", "reusable"), "a valid negative is still reusable"

@@ -3,12 +3,16 @@
 import json
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
 from click.testing import CliRunner
 
 from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
+from bench_assets.documents import DecisionDocument, load_decision
+from bench_assets.driver.evolve import evolve
+from bench_assets.driver.instance import decision_records, latest_cells
 from bench_assets.errors import InputError
 from bench_assets.proposer import evidence_bundle, propose
 from bench_assets.redact import Redactor
@@ -78,22 +82,80 @@ def test_bad_proposals_are_refused(tmp_path: Path, code: str, why: str) -> None:
     assert not list((tmp_path / "tasks" / "candidates").glob("g0003-*"))
 
 
-def test_evidence_bundle_is_bounded_and_redacted() -> None:
+def test_evidence_bundle_is_bounded_and_redacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real cells of a real generation (one unmeasured), a real decision document."""
     secret = "sk-ant-api03-" + "x" * 30
-    cells = [
-        {"task": f"t{i}", "arm": "workflow", "resolved": i % 2 == 0, "cost_usd": i}
-        for i in range(40)
-    ]
-    body = {
-        "generation": "g0001",
-        "candidate": "c1",
-        "decision": {"decision": "promote", "reasons": [f"leak {secret}", "x" * 5000]},
-    }
-    bundle = evidence_bundle(body, cells, Redactor([secret]))
-    assert len(bundle["worst_cells"]) == 12
-    assert all(c["resolved"] is False for c in bundle["worst_cells"])
-    assert bundle["worst_cells"][0]["cost_usd"] == 39
+    root = replay_bench(tmp_path)
+    (root / "replays" / "b.jsonl").write_text(  # baseline: no usage recorded → cost unmeasured
+        json.dumps(
+            {
+                "instance_id": "alpha",
+                "model_name_or_path": f"b {secret}",
+                "run": 0,
+                "model_patch": "",
+            }
+        )
+        + "\n"
+    )
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(tmp_path / "art"))
+    with dg.instance_for_test() as instance:
+        monkeypatch.setenv("DAGSTER_HOME", instance.root_directory)
+        evolve(str(root), artifact_root=str(tmp_path / "art"), instance=instance)
+        cells = latest_cells(instance, ["alpha"], str(root))
+        body = load_decision(Path(str(decision_records(instance, limit=1)[0]["decision_path"])))
+    assert any(c.record.cost_usd is None for c in cells)  # the case that used to crash
+    many = [c.model_copy(update={"task": f"t{i}"}) for i in range(6) for c in cells]
+    bundle = evidence_bundle(body, many, Redactor([secret]))
+    worst = bundle["worst_cells"]
+    assert len(worst) == 12 and bundle["previous_generation"] == "g0001"
+    assert bundle["decision"] == body.decision.decision and bundle["reasons"]
+    assert all(c["resolved"] is False for c in worst[:6])  # unresolved first
+    unmeasured = [c for c in worst if c["cost_usd"] is None]
+    assert unmeasured and all(c["arm"] == "baseline" for c in unmeasured)
+    assert secret not in json.dumps(bundle)
+
+
+def test_evidence_bundle_bounds_reasons() -> None:
+    secret = "sk-ant-api03-" + "y" * 30
+    doc = _decision_doc(["leak " + secret, "x" * 5000])
+    bundle = evidence_bundle(doc, [], Redactor([secret]))
     assert secret not in json.dumps(bundle) and len(bundle["reasons"][1]) == 600
+
+
+def _decision_doc(reasons: list[str]) -> DecisionDocument:
+    """A stored decision document from the gate's own output, with given reasons."""
+    import datetime as dt
+
+    from bench_assets.gate import GateInput, decide
+    from bench_assets.models import PolicyConfig
+
+    now = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
+    decision = decide(
+        GateInput(
+            policy=PolicyConfig(),
+            model="claude-sonnet-4-5-20250929",
+            incumbent_arm="workflow",
+            candidate_arm="cand",
+            tasks=["alpha"],
+            outcomes=[],
+            aborted=False,
+            now=now,
+            max_age_days=90,
+        )
+    ).model_copy(update={"reasons": reasons})
+    return DecisionDocument(
+        generation="g0001",
+        candidate="c1",
+        overlay_digest="0" * 64,
+        incumbent_skills_digest="1" * 64,
+        overlay_files="/nonexistent/files",
+        skills_dir="/nonexistent/skills",
+        target_base_digests={},
+        decision=decision,
+        lineage=[],
+    )
 
 
 def test_failed_proposal_stops_the_generation_before_any_cell(
@@ -105,7 +167,7 @@ def test_failed_proposal_stops_the_generation_before_any_cell(
     result = CliRunner().invoke(main, ["evolve", "--tasks", str(root)])
     assert result.exit_code == 2, result.output
     assert "no overlay/ folder" in result.output
-    assert not (art / "cells").exists()
+    assert not ArtifactStore(art).cells_root().exists()
 
 
 def test_generation_with_an_agent_proposer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,10 +5,19 @@ Prediction files are JSONL. Each line is a SWE-bench prediction (``instance_id``
 tokens, cost, turns and duration; missing values stay unknown). The patch is applied with
 ``git apply`` inside the sandbox, so replaying untrusted predictions is as contained as a live
 session. Users can grade patches produced elsewhere this way (``wfbench grade``).
+
+A predictions file is parsed once per process (:func:`cached_predictions`): planning builds an
+adapter per task and arm, and re-reading a file of N tasks for each of them made planning
+quadratic. The cache is keyed by the file's identity (path, inode, size, modification time), so
+an edited file is read again.
 """
 
 import json
+import os
+import threading
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,6 +48,12 @@ def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise InputError(f"{path}: cannot read predictions: {e}") from e
+    except UnicodeDecodeError as e:
+        bad_line = path.read_bytes()[: e.start].count(b"\n") + 1
+        raise InputError(
+            f"{path}: line {bad_line}: not UTF-8 (byte 0x{e.object[e.start]:02x}); predictions are "
+            "JSON Lines in UTF-8"
+        ) from None
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -46,7 +61,9 @@ def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
             p = Prediction.model_validate(json.loads(line))
         except (json.JSONDecodeError, ValidationError) as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise InputError(f"{path}: line {n}: invalid prediction: {first}") from e
+            raise InputError(f"{path}: line {n}: invalid prediction: {first}") from None
+        except RecursionError:
+            raise InputError(f"{path}: line {n}: invalid prediction: nested too deeply") from None
         key = (p.instance_id, p.run)
         if key in out:
             raise InputError(f"{path}: line {n}: duplicate prediction for {key[0]} run {key[1]}")
@@ -54,19 +71,49 @@ def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
     return out
 
 
+_CACHE_SIZE = 16
+_cache: dict[tuple[str, int, int, int], Mapping[tuple[str, int], Prediction]] = {}
+_cache_lock = threading.Lock()
+
+
+def cached_predictions(path: Path) -> Mapping[tuple[str, int], Prediction]:
+    """:func:`load_predictions`, parsed once per process while the file is unchanged (read-only).
+
+    Raises:
+        InputError: The file cannot be read or a line is invalid (nothing is cached then).
+    """
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read predictions: {e}") from e
+    key = (str(Path(path).resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    with _cache_lock:
+        hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    loaded = MappingProxyType(load_predictions(path))
+    with _cache_lock:
+        for stale in [k for k in _cache if k[0] == key[0]]:
+            del _cache[stale]
+        while len(_cache) >= _CACHE_SIZE:
+            del _cache[next(iter(_cache))]
+        _cache[key] = loaded
+    return loaded
+
+
 class ReplayAdapter:
     """Applies recorded patches and reports the recorded usage."""
 
     name = "replay"
 
-    def __init__(self, predictions: dict[tuple[str, int], Prediction], source: str) -> None:
+    def __init__(self, predictions: Mapping[tuple[str, int], Prediction], source: str) -> None:
         self._predictions = predictions
         self._source = source
 
     @classmethod
     def from_file(cls, path: Path) -> "ReplayAdapter":
-        """Load a predictions file."""
-        return cls(load_predictions(path), path.name)
+        """An adapter over a predictions file (parsed once per process, see module docstring)."""
+        return cls(cached_predictions(path), path.name)
 
     def identity(self) -> dict[str, object]:
         """The adapter kind and the predictions file name."""

@@ -20,8 +20,12 @@ from bench_assets.defs.resources import BenchResource
 
 @dg.op(description="Run one generation: plan, pay only for what must run, decide, report.")
 def run_generation(context: dg.OpExecutionContext, bench: BenchResource) -> dict[str, object]:
-    """Drive a whole generation from inside a run (the daemon path)."""
-    from bench_assets.defs.evolve import NothingToEvaluate, evolve
+    """Drive a whole generation from inside a run (the daemon path).
+
+    The one call from ``defs/`` up into the driver: imported here, at run time, so that loading
+    the code location never imports the driver.
+    """
+    from bench_assets.driver.evolve import NothingToEvaluate, evolve
 
     try:
         res = evolve(

@@ -19,28 +19,26 @@ import yaml
 from bench_assets import binding as binding_mod
 from bench_assets import oracle as oracle_mod
 from bench_assets import overlay as overlay_mod
-from bench_assets.cells import (
-    CellInputs,
-    cell_identity,
-    cell_keys,
-    identity_digest,
-    make_adapter,
-    parse_cell_key,
-    run_cell,
-)
+from bench_assets.cellkeys import cell_keys, identity_digest, parse_cell_key
+from bench_assets.cells import CellInputs, cell_identity, make_adapter, run_cell
 from bench_assets.defs.inputs import (
     incumbent_skills,
     oracle_snapshots,
     sanitized_graphs,
     task_bindings,
 )
-from bench_assets.defs.lookup import latest_record, record_metadata, upstream_metadata
 from bench_assets.defs.partitions import task_partitions
-from bench_assets.defs.resources import BenchResource
-from bench_assets.errorkinds import ErrorKind, is_reusable
+from bench_assets.defs.resources import (
+    BenchResource,
+    latest_record,
+    record_metadata,
+    upstream_metadata,
+)
+from bench_assets.documents import CellMaterialization, CellView, load_cell
 from bench_assets.errors import InputError
 from bench_assets.graph import load_graph_info
 from bench_assets.models import BenchConfig
+from bench_assets.planner import PriorCell, reuse_verdict
 from bench_assets.records import CellRecord, load_record
 from bench_assets.redact import from_environment
 from bench_assets.sanitize import load_template
@@ -59,6 +57,10 @@ class CellConfig(dg.Config):
     """Pay for a fresh session even when the previous record could be reused."""
     generation: str = ""
     """Generation id recorded on fresh cells (e.g. g0007); empty for ad-hoc runs."""
+    adopt_record_id: str = ""
+    """Record this cell's finished record (its record id) instead of paying: the run that paid
+    for it was killed after the record was written (the cell's commit point) but before Dagster
+    recorded the materialization. Refused unless it was made for this identity and generation."""
 
 
 class OverlayConfig(dg.Config):
@@ -84,7 +86,7 @@ def candidate_overlay(
     context: dg.AssetExecutionContext, config: OverlayConfig, bench: BenchResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Snapshot the selected candidate overlay."""
-    b = bench.load()
+    b = bench.load(tasks=[])
     if not b.candidates:
         raise InputError(f"no candidate overlays queued in {b.root / b.config.proposer.queue}")
     cid = config.candidate or sorted(b.candidates)[0]
@@ -102,8 +104,8 @@ def candidate_overlay(
             "origin": snap.origin,
             "digest": snap.digest,
             "incumbent_digest": snap.incumbent_digest,
-            "changed": ", ".join(snap.changed) or "-",
-            "added": ", ".join(snap.added) or "-",
+            "changed": ", ".join(snap.changed) or None,
+            "added": ", ".join(snap.added) or None,
             "record_path": dg.MetadataValue.path(str(files.parent)),
             "diff": dg.MetadataValue.md(f"```diff\n{snap.diff}\n```"),
         },
@@ -123,7 +125,10 @@ def bench_cell_keys(tasks_dir: str | None = None) -> tuple[list[str], list[str]]
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str, str]:
     key = context.partition_key
-    assert isinstance(key, dg.MultiPartitionKey), key
+    if not isinstance(key, dg.MultiPartitionKey):  # a run launched with a plain partition tag
+        pdef = context.assets_def.partitions_def
+        assert isinstance(pdef, dg.MultiPartitionsDefinition), pdef
+        key = pdef.get_partition_key_from_str(str(key))
     dims = key.keys_by_dimension
     return dims["task"], dims["cell"]
 
@@ -143,7 +148,10 @@ def load_cell_inputs(
     graph = load_graph_info(artifacts, str(graph_md["graph_digest"]))
     if template is None or graph is None:
         raise InputError(f"sanitized_graphs[{task}] artifacts are missing; re-materialize it")
-    if snapshot.digest != bound.oracle_digest or template.info.source_sha != bound.resolved_sha:
+    # The template is content-addressed by its sanitized SHA, so two tasks whose trees sanitize
+    # identically share one; which task it was built from is this partition's metadata.
+    source_sha = str(graph_md.get("source_sha") or template.info.source_sha)
+    if snapshot.digest != bound.oracle_digest or source_sha != bound.resolved_sha:
         raise InputError(
             f"inputs of task {task} are out of step with task_bindings[{task}]; "
             "re-materialize oracle_snapshots and sanitized_graphs"
@@ -173,36 +181,33 @@ def load_cell_inputs(
     )
 
 
-def cell_metadata(record: CellRecord, path: Path) -> dict[str, Any]:
-    """What a reviewer reads on a cell partition in the UI."""
+def cell_metadata(record: CellRecord, path: Path, lineage: CellMaterialization) -> dict[str, Any]:
+    """What a reviewer reads on a cell partition in the UI: the lineage, then record facts.
+
+    Only the lineage (:class:`~bench_assets.documents.CellMaterialization`) is read back; the
+    record facts are for display, derived from the record, ``None`` (null) when unmeasured.
+    """
     md: dict[str, Any] = {
         "resolved": record.resolved,
         "verify_passed": record.verify_passed,
         "oracle_passed": record.oracle_passed,
-        "error_kind": record.error_kind.value if record.error_kind else "-",
-        "error_detail": record.error_detail or "-",
-        "cost_usd": dg.MetadataValue.float(record.cost_usd)
-        if record.cost_usd is not None
-        else dg.MetadataValue.text("unmeasured"),
-        "total_tokens": dg.MetadataValue.int(record.total_tokens)
-        if record.total_tokens is not None
-        else dg.MetadataValue.text("unmeasured"),
-        "turns": record.turns if record.turns is not None else "unmeasured",
+        "error_detail": record.error_detail or None,
+        "cost_usd": record.cost_usd,
+        "total_tokens": record.total_tokens,
+        "turns": record.turns,
         "churn": (
             f"{record.churn_files} files, +{record.churn_insertions} -{record.churn_deletions}"
         ),
-        "protected_changed": ", ".join(record.protected_changed) or "-",
-        "generation": record.generation or "-",
-        "identity_digest": record.identity_digest,
+        "protected_changed": ", ".join(record.protected_changed) or None,
         "binding_digest": record.binding_digest,
         "oracle_digest": record.oracle_digest,
         "graph_digest": record.graph_digest,
-        "skills_digest": record.skills_digest or "-",
-        "overlay_digest": record.overlay_digest or "-",
-        "recorded_at": record.recorded_at,
+        "skills_digest": record.skills_digest,
+        "overlay_digest": record.overlay_digest,
         "duration_s": record.duration_s,
-        "record_path": dg.MetadataValue.path(str(path)),
     }
+    md |= lineage.to_metadata()
+    md["record_path"] = dg.MetadataValue.path(str(path))
     if record.patch is not None:
         md["patch_path"] = dg.MetadataValue.path(record.patch.path)
     if record.transcript is not None:
@@ -210,29 +215,12 @@ def cell_metadata(record: CellRecord, path: Path) -> dict[str, Any]:
     return md
 
 
-def _previous(context: dg.AssetExecutionContext) -> tuple[Any, dict[str, Any]] | None:
+def _previous(context: dg.AssetExecutionContext, task: str, cell: str) -> CellView | None:
+    """This partition's latest materialization with its record (None: none, or record gone)."""
     record = latest_record(context.instance, context.asset_key, str(context.partition_key))
-    return (record, record_metadata(record)) if record is not None else None
-
-
-def reuse_refusal(
-    prev_md: dict[str, Any] | None, identity: str, max_age_days: int, now: dt.datetime
-) -> str | None:
-    """Why the previous record cannot be reused (None = it can)."""
-    if prev_md is None:
-        return "never materialized"
-    if prev_md.get("identity_digest") != identity:
-        return "identity changed"
-    kind = prev_md.get("error_kind")
-    if kind and kind != "-" and not is_reusable(ErrorKind(kind)):
-        return f"previous result is excluded ({kind})"
-    path = Path(str(prev_md.get("record_path", "")))
-    if not path.is_file():
-        return "previous record file is missing"
-    recorded = dt.datetime.fromisoformat(str(prev_md.get("recorded_at")))
-    if now - recorded > dt.timedelta(days=max_age_days):
-        return f"previous record is older than {max_age_days} days"
-    return None
+    if record is None:
+        return None
+    return load_cell(task, cell, context.asset_key.to_user_string(), record_metadata(record))
 
 
 def _materialize_cell(
@@ -240,29 +228,40 @@ def _materialize_cell(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     task, cell = _partition(context)
     arm, run = parse_cell_key(cell)
-    b = bench.load()
+    b = bench.load(tasks=[task])
     if arm not in b.config.arms:
         raise InputError(f"cell {cell}: arm {arm!r} is not in bench.yaml")
     inputs = load_cell_inputs(context.instance, bench, task, candidate)
     adapter = make_adapter(b, b.config.arms[arm])
-    identity = identity_digest(cell_identity(b, task, arm, run, inputs, adapter))
-    prev = _previous(context)
-    prev_md = prev[1] if prev else None
-    why = reuse_refusal(prev_md, identity, b.config.reuse.max_age_days, dt.datetime.now(dt.UTC))
-    if not config.force and why is None and prev is not None and prev_md is not None:
-        record = load_record(Path(str(prev_md["record_path"])))
-        md = cell_metadata(record, Path(str(prev_md["record_path"])))
-        md |= {
-            "reused": True,
-            "reused_from_run": prev[0].run_id,
-            "reused_from_generation": record.generation or "-",
-            "reused_data_version": prev_md.get("dagster/data_version", "-"),
-        }
-        context.log.info(f"{task} {cell}: reused the record from run {prev[0].run_id}")
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(str(prev_md["dagster/data_version"])), metadata=md
+    identity = cell_identity(b, task, arm, run, inputs, adapter)
+    if config.adopt_record_id:
+        return _adopt(context, bench, task, cell, config, identity_digest(identity))
+    prev = _previous(context, task, cell)
+    verdict = reuse_verdict(
+        PriorCell.from_view(prev) if prev else None,
+        identity,
+        "candidate" if candidate else "comparator",
+        arm=arm,
+        canary=False,
+        max_age_days=b.config.reuse.max_age_days,
+        now=dt.datetime.now(dt.UTC),
+    )
+    if not config.force and verdict.reuse and prev is not None:
+        mat = prev.materialization
+        lineage = mat.model_copy(
+            update={
+                "reused": True,
+                "reused_from_run": prev.source_run_id,
+                "reused_data_version": prev.data_version,
+                "ran_because": None,
+            }
         )
-    reason = "force: true" if config.force else why
+        context.log.info(f"{task} {cell}: reused the record from run {prev.source_run_id}")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(str(prev.data_version or prev.record.data_version)),
+            metadata=cell_metadata(prev.record, Path(mat.record_path), lineage),
+        )
+    reason = "force: true" if config.force else verdict.reason
     context.log.info(f"{task} {cell}: running a fresh cell ({reason})")
     record, path = run_cell(
         b,
@@ -275,8 +274,39 @@ def _materialize_cell(
         redactor=from_environment(_secret_names(b)),
         adapter=adapter,
     )
-    md = cell_metadata(record, path) | {"reused": False, "ran_because": reason or "-"}
+    md = cell_metadata(record, path, CellMaterialization.fresh(record, path, reason))
     return dg.MaterializeResult(data_version=dg.DataVersion(record.data_version), metadata=md)
+
+
+def _adopt(
+    context: dg.AssetExecutionContext,
+    bench: BenchResource,
+    task: str,
+    cell: str,
+    config: CellConfig,
+    identity: str,
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Materialize a record an interrupted run wrote but never got recorded (no session runs)."""
+    path = bench.artifacts().cell(task, cell, config.adopt_record_id) / "record.json"
+    record = load_record(path)
+    if (
+        record.identity_digest != identity
+        or record.generation != (config.generation or None)
+        or record.ad_hoc
+        or (record.task, record.cell) != (task, cell)
+    ):
+        raise InputError(
+            f"{path}: cannot adopt: it was not made for {task} {cell} with this identity in "
+            f"generation {config.generation or '(none)'}"
+        )
+    lineage = CellMaterialization.fresh(
+        record, path, "adopted: the run that paid for it was killed before it was recorded"
+    )
+    context.log.info(f"{task} {cell}: adopted the finished record {config.adopt_record_id}")
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(record.data_version),
+        metadata=cell_metadata(record, path, lineage),
+    )
 
 
 def _secret_names(b: Any) -> list[str]:

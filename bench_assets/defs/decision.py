@@ -6,7 +6,6 @@ used (partition, run id, data version, generation, reused or not and from which 
 """
 
 import datetime as dt
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,23 @@ from bench_assets import aggregate as agg_mod
 from bench_assets import apply as apply_mod
 from bench_assets import gate as gate_mod
 from bench_assets import ledger as ledger_mod
+from bench_assets import manifest as manifest_mod
 from bench_assets import report as report_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
 from bench_assets.defs.inputs import incumbent_skills
-from bench_assets.defs.lookup import latest_record, record_metadata, upstream_metadata
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
-from bench_assets.defs.resources import BenchResource
+from bench_assets.defs.resources import (
+    BenchResource,
+    latest_metadata_by_partition,
+    partition_materializations,
+    upstream_metadata,
+)
+from bench_assets.documents import CellLineage, DecisionDocument, load_cell, load_decision
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.hashing import sha256_json, short
-from bench_assets.records import load_record
-from bench_assets.store import ArtifactStore
+from bench_assets.manifest import TaskManifest
 
 GROUP = "decision"
 OWNERS = ["team:wfbench"]
@@ -47,11 +51,6 @@ class DecisionConfig(dg.Config):
     """Set by the generation driver when the outage breaker tripped: never promotes."""
 
 
-def ledger_path(artifacts: ArtifactStore) -> Path:
-    """The decision ledger."""
-    return artifacts.root / "ledger" / "decisions.jsonl"
-
-
 def collect_task_inputs(
     instance: dg.DagsterInstance,
     task: str,
@@ -63,27 +62,81 @@ def collect_task_inputs(
     Within a generation, a cell whose record comes from another generation is reused evidence
     even when no run re-recorded it (the planner launches no run for a reused cell).
     """
-    out = []
-    for asset, cell in planned:
-        key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-        rec = latest_record(instance, asset, key)
-        if rec is None:
+    return collect_inputs(instance, [task], planned, generation)[task]
+
+
+def collect_inputs(
+    instance: dg.DagsterInstance,
+    tasks: list[str],
+    planned: list[tuple[str, str]],
+    generation: str | None = None,
+) -> dict[str, list[agg_mod.AggregateInput]]:
+    """:func:`collect_task_inputs` for many tasks: one bulk lookup per cell asset."""
+    wanted: dict[str, dict[str, tuple[str, str]]] = {}
+    for task in tasks:
+        for asset, cell in planned:
+            key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+            wanted.setdefault(asset, {})[key] = (task, cell)
+    found = {a: latest_metadata_by_partition(instance, a, keys) for a, keys in wanted.items()}
+    out: dict[str, list[agg_mod.AggregateInput]] = {task: [] for task in tasks}
+    for task in tasks:
+        for asset, cell in planned:
+            md = found[asset].get(str(dg.MultiPartitionKey({"task": task, "cell": cell})))
+            view = load_cell(task, cell, asset, md) if md else None
+            if view is None:
+                continue
+            carried = bool(generation) and view.record.generation != generation
+            reused = view.materialization.reused or carried
+            out[task].append(
+                agg_mod.AggregateInput(
+                    record=view.record,
+                    reused=reused,
+                    run_id=view.run_id,
+                    source_run_id=view.source_run_id if reused else None,
+                    source_generation=view.record.generation if reused else None,
+                    data_version=view.data_version or view.record.data_version,
+                )
+            )
+    return out
+
+
+def collect_manifest_inputs(
+    instance: dg.DagsterInstance, task: TaskManifest
+) -> tuple[list[agg_mod.AggregateInput], dict[str, str]]:
+    """Exactly the cells the generation's manifest names for ``task``, each verified.
+
+    Returns the accepted evidence and, per cell without acceptable evidence, why (missing,
+    corrupted, another identity — e.g. another candidate's cell —, not paid in this
+    generation). See :mod:`bench_assets.manifest`.
+    """
+    out: list[agg_mod.AggregateInput] = []
+    refused: dict[str, str] = {}
+    for mc in task.cells:
+        key = str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell}))
+        found = [
+            manifest_mod.Candidate(
+                run_id=str(md["run_id"]),
+                data_version=md.get("data_version"),
+                record_path=str(md["record_path"]),
+            )
+            for md in partition_materializations(instance, mc.asset, key)
+            if md.get("record_path") and md.get("run_id")
+        ]
+        ok, why = manifest_mod.accept(mc, task.generation, found)
+        if ok is None:
+            refused[mc.cell] = why
             continue
-        md = record_metadata(rec)
-        record = load_record(Path(str(md["record_path"])))
-        carried = bool(generation) and record.generation != generation
-        reused = bool(md.get("reused")) or carried
         out.append(
             agg_mod.AggregateInput(
-                record=record,
-                reused=reused,
-                run_id=rec.run_id,
-                source_run_id=str(md.get("reused_from_run")) if reused else None,
-                source_generation=record.generation if reused else None,
-                data_version=str(md.get("dagster/data_version") or record.data_version),
+                record=ok.record,
+                reused=ok.reused,
+                run_id=ok.run_id,
+                source_run_id=ok.run_id if ok.reused else None,
+                source_generation=ok.record.generation if ok.reused else None,
+                data_version=ok.data_version,
             )
         )
-    return out
+    return out, refused
 
 
 def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
@@ -125,30 +178,89 @@ def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
     ),
 )
 def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """Aggregate one task's cells."""
-    task = context.partition_key
-    planned = planned_cells(bench.tasks_dir)
+    """Aggregate one task's cells, or every task of a ranged run in one pass.
+
+    A run over a range of task partitions (``materialize_decision`` launches one for all tasks)
+    reads every cell in one bulk lookup per cell asset and writes each task's metadata to its
+    partition. Dagster allows one data version per step (dagster-notes Q3), so a ranged step's
+    data version is the digest of the tasks' digests; each partition's own digest is its
+    ``digest`` metadata. The blocking check is evaluated once per step: it fails when any task
+    of the step is incomplete and names each such task and its missing cells.
+    """
+    tasks = list(context.partition_keys)
     generation = context.run.tags.get(GENERATION_TAG) or None
-    inputs = collect_task_inputs(context.instance, task, planned, generation)
-    agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
-    body = agg.model_dump(mode="json")
-    digest = sha256_json(body)
-    path = atomic_write_json(bench.artifacts().root / "aggregates" / task / f"{digest}.json", body)
-    complete = not agg.missing_cells
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(digest),
-        metadata={
-            "table": dg.MetadataValue.md(agg_mod.to_markdown(agg)),
-            "missing_cells": ", ".join(agg.missing_cells) or "-",
+    manifest = (
+        manifest_mod.load_complete(bench.artifacts().generation(generation)) if generation else None
+    )
+    by_manifest = [t for t in tasks if manifest is not None and t in manifest.tasks]
+    latest = [t for t in tasks if t not in set(by_manifest)]
+    planned_default = planned_cells(bench.tasks_dir)
+    latest_inputs = collect_inputs(context.instance, latest, planned_default, generation)
+    results: dict[str, tuple[agg_mod.TaskAggregate, dict[str, Any], int]] = {}
+    for task in tasks:
+        refused: dict[str, str] = {}
+        if task in latest_inputs:
+            planned = planned_default
+            inputs = latest_inputs[task]
+        else:
+            assert manifest is not None
+            # The generation's evidence set: exactly its planned cells, each verified.
+            planned = [(c.asset, c.cell) for c in manifest.tasks[task].cells]
+            inputs, refused = collect_manifest_inputs(context.instance, manifest.tasks[task])
+        for cell, why in sorted(refused.items()):
+            context.log.warning(f"{task} {cell}: no acceptable evidence: {why}")
+        agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
+        body = agg.model_dump(mode="json")
+        digest = sha256_json(body)
+        path = atomic_write_json(bench.artifacts().aggregate(task, digest), body)
+        metadata = {
+            "table": dg.MetadataValue.md(report_mod.aggregate_markdown(agg)),
+            "missing_cells": ", ".join(agg.missing_cells) or None,
+            "refused_evidence": dg.MetadataValue.md(
+                "\n".join(f"- {c}: {why}" for c, why in sorted(refused.items()))
+            )
+            if refused
+            else None,
+            "evidence_set": "generation manifest" if task in by_manifest else "latest records",
             "cells": len(agg.evidence),
             "record_path": dg.MetadataValue.path(str(path)),
             "digest": digest,
-        },
+        }
+        results[task] = (agg, metadata, len(planned))
+    if len(tasks) == 1:
+        agg, metadata, n_planned = results[tasks[0]]
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(str(metadata["digest"])),
+            metadata=metadata,
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="aggregates_complete",
+                    passed=not agg.missing_cells,
+                    metadata={
+                        "missing": ", ".join(agg.missing_cells) or None,
+                        "planned": n_planned,
+                    },
+                )
+            ],
+        )
+    for task, (_, metadata, _) in results.items():
+        context.add_asset_metadata(metadata, partition_key=task)
+    incomplete = {t: a.missing_cells for t, (a, _, _) in results.items() if a.missing_cells}
+    listed = "; ".join(f"{t}: {', '.join(cells)}" for t, cells in sorted(incomplete.items()))
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(
+            sha256_json({t: m["digest"] for t, (_, m, _) in results.items()})
+        ),
         check_results=[
             dg.AssetCheckResult(
                 check_name="aggregates_complete",
-                passed=complete,
-                metadata={"missing": ", ".join(agg.missing_cells) or "-", "planned": len(planned)},
+                passed=not incomplete,
+                metadata={
+                    "tasks": len(tasks),
+                    "incomplete_tasks": len(incomplete),
+                    "missing": listed[:20000] or None,
+                    "planned": sum(n for _, _, n in results.values()),
+                },
             )
         ],
     )
@@ -158,13 +270,13 @@ def _load_aggregates(
     instance: dg.DagsterInstance, task_ids: list[str]
 ) -> list[agg_mod.TaskAggregate]:
     out = []
+    found = latest_metadata_by_partition(instance, "aggregates", task_ids)  # one bulk lookup
     for task in task_ids:
-        rec = latest_record(instance, "aggregates", task)
-        if rec is None:
+        md = found.get(task)
+        if md is None:
             raise InputError(
                 f"aggregates[{task}] has never been materialized; materialize it first"
             )
-        md = record_metadata(rec)
         out.append(
             agg_mod.TaskAggregate.model_validate_json(Path(str(md["record_path"])).read_text())
         )
@@ -206,7 +318,7 @@ def gate_input(
             error_kind=e.error_kind,  # type: ignore[arg-type]
             metric=_metric(e, bench.config.policy.metric),
             reused=e.reused,
-            generation=None if e.generation in ("", "-") else e.generation,
+            generation=e.generation,
             record_id=e.record_id,
             data_version=e.data_version,
             recorded_at=dt.datetime.fromisoformat(e.recorded_at),
@@ -253,59 +365,70 @@ def promotion_decision(
     decision = gate_mod.decide(inp)
     overlay_md = upstream_metadata(context.instance, candidate_overlay.key, None)
     skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)
-    body = {
-        "generation": config.generation or None,
-        "candidate": overlay_md.get("candidate"),
-        "overlay_digest": overlay_md.get("digest"),
-        "incumbent_skills_digest": skills_md.get("digest"),
-        "overlay_files": str(Path(str(overlay_md["record_path"])) / "files"),
-        "skills_dir": str(b.skills_dir),
-        # What a later `wfbench apply` compares against: the incumbent files the overlay replaces.
-        "target_base_digests": apply_mod.plan_application(
-            b.skills_dir, Path(str(overlay_md["record_path"])) / "files"
-        ),
-        "decision": decision.model_dump(mode="json"),
-    }
+    overlay_files = Path(str(overlay_md["record_path"])) / "files"
+    evidence = {(a.task, e.cell): e for a in aggs for e in a.evidence}
+    doc = DecisionDocument(
+        generation=config.generation or None,
+        candidate=str(overlay_md["candidate"]),
+        overlay_digest=str(overlay_md["digest"]),
+        incumbent_skills_digest=str(skills_md["digest"]),
+        overlay_files=str(overlay_files),
+        skills_dir=str(b.skills_dir),
+        target_base_digests=apply_mod.plan_application(b.skills_dir, overlay_files),
+        decision=decision,
+        lineage=[
+            CellLineage(
+                task=task,
+                cell=e.cell,
+                run_id=e.run_id,
+                data_version=e.data_version,
+                generation=e.generation,
+                reused=e.reused,
+                source_run_id=e.source_run_id,
+            )
+            for (task, _), e in sorted(evidence.items())
+        ],
+    )
+    body = doc.model_dump(mode="json")
     digest = sha256_json(body)
-    folder = artifacts.root / "decisions" / digest
+    folder = artifacts.decision(digest)
     atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"))
     decision_path = atomic_write_json(folder / "decision.json", body)
     entry = ledger_mod.append(
-        ledger_path(artifacts),
+        artifacts.ledger(),
         decision=decision.decision,
         decision_json=body,
-        generation=config.generation or None,
-        candidate=str(overlay_md.get("candidate")),
+        generation=doc.generation,
+        candidate=doc.candidate,
         payload={"decision_path": str(decision_path)},
     )
-    cell_runs = {(a.task, e.arm, e.run): e for a in aggs for e in a.evidence}
     evidence_rows = []
     for e in decision.evidence:
-        src = cell_runs.get((e.task, e.arm, e.run))
+        lin = doc.lineage_of(e.task, e.arm, e.run)
         evidence_rows.append(
             [
                 f"{e.task} · {e.arm}.r{e.run}",
-                src.run_id if src and src.run_id else "-",
+                (lin.run_id if lin else None) or "(no run)",
                 short(e.data_version),
-                e.generation or "-",
-                "reused from " + (src.source_run_id or "?") if e.reused and src else "fresh",
-                e.error_kind.value if e.error_kind else "-",
+                e.generation or "(none)",
+                lin.source() if lin else "(no lineage)",
+                e.error_kind.value if e.error_kind else "",
                 "yes" if e.task_counted else "no",
             ]
         )
     metadata: dict[str, Any] = {
         "decision": decision.decision,
         "policy": decision.policy_name,
-        "generation": config.generation or "-",
-        "candidate": str(overlay_md.get("candidate")),
-        "overlay_digest": str(overlay_md.get("digest")),
-        "incumbent_skills_digest": str(skills_md.get("digest")),
-        "evidence_expires_at": str(decision.evidence_expires_at or "-"),
+        "generation": doc.generation,
+        "candidate": doc.candidate,
+        "overlay_digest": doc.overlay_digest,
+        "incumbent_skills_digest": doc.incumbent_skills_digest,
+        "evidence_expires_at": (
+            decision.evidence_expires_at.isoformat() if decision.evidence_expires_at else None
+        ),
         "reasons": dg.MetadataValue.md("\n".join(f"- {r}" for r in decision.reasons)),
         "tasks": dg.MetadataValue.md(
-            report_mod.markdown_table(
-                report_mod.TASK_COLUMNS, report_mod.task_rows(decision.model_dump(mode="json"))
-            )
+            report_mod.markdown_table(report_mod.TASK_COLUMNS, report_mod.task_rows(decision))
         ),
         "evidence": dg.MetadataValue.md(
             report_mod.markdown_table(
@@ -346,14 +469,13 @@ def benchmark_report(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Render the report of the latest decision."""
     md = upstream_metadata(context.instance, promotion_decision.key, None)
-    body = json.loads(Path(str(md["decision_path"])).read_text())
+    doc = load_decision(Path(str(md["decision_path"])))
     task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     aggs = _load_aggregates(context.instance, task_ids)
-    view = {**body["decision"], "generation": body.get("generation")}
-    markdown = report_mod.render_markdown(view, aggs)
-    folder = bench.artifacts().root / "reports" / str(md["digest"])
+    markdown = report_mod.render_markdown(doc, aggs)
+    folder = bench.artifacts().report(str(md["digest"]))
     md_path = atomic_write_text(folder / "report.md", markdown)
-    html_path = atomic_write_text(folder / "report.html", report_mod.render_html(view, aggs))
+    html_path = atomic_write_text(folder / "report.html", report_mod.render_html(doc, aggs))
     return dg.MaterializeResult(
         data_version=dg.DataVersion(sha256_json({"md": markdown})),
         metadata={

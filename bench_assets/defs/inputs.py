@@ -15,9 +15,8 @@ from bench_assets import binding as binding_mod
 from bench_assets import inputs as core
 from bench_assets import oracle as oracle_mod
 from bench_assets import skills as skills_mod
-from bench_assets.defs.lookup import upstream_metadata
 from bench_assets.defs.partitions import task_partitions
-from bench_assets.defs.resources import BenchResource
+from bench_assets.defs.resources import BenchResource, upstream_metadata
 from bench_assets.errors import InputError
 from bench_assets.hashing import short
 
@@ -49,7 +48,7 @@ def _md_table(rows: list[tuple[str, str]]) -> str:
 )
 def incumbent_skills(bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Snapshot the incumbent skill tree."""
-    b = bench.load()
+    b = bench.load(tasks=[])
     snap, path = skills_mod.snapshot(b.skills_dir, bench.artifacts())
     files_md = "\n".join(
         ["| file | bytes | sha256 |", "| --- | --- | --- |"]
@@ -82,7 +81,7 @@ def incumbent_skills(bench: BenchResource) -> dg.MaterializeResult:  # type: ign
 def task_bindings(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Bind one task to a commit."""
     task_id = context.partition_key
-    bound = core.bind_task(bench.load(), task_id, bench.artifacts())
+    bound = core.bind_task(bench.load(tasks=[task_id]), task_id, bench.artifacts())
     b = bound.binding
     return dg.MaterializeResult(
         data_version=dg.DataVersion(b.digest),
@@ -128,7 +127,7 @@ def oracle_snapshots(
     task_id = context.partition_key
     up = upstream_metadata(context.instance, task_bindings.key, task_id)
     bound = binding_mod.load(Path(str(up["record_path"])))
-    captured = core.capture_oracle(bench.load(), task_id, bound, bench.artifacts())
+    captured = core.capture_oracle(bench.load(tasks=[task_id]), task_id, bound, bench.artifacts())
     s = captured.snapshot
     return dg.MaterializeResult(
         data_version=dg.DataVersion(s.digest),
@@ -163,7 +162,7 @@ def sanitized_graphs(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Build one task's sanitized template and graph."""
     task_id = context.partition_key
-    b = bench.load()
+    b = bench.load(tasks=[task_id])
     artifacts = bench.artifacts()
     bound = binding_mod.load(
         Path(str(upstream_metadata(context.instance, task_bindings.key, task_id)["record_path"]))

@@ -1,4 +1,4 @@
-"""Per-partition staleness as the Dagster UI shows it (used by tests and, later, planning)."""
+"""Test helper: per-partition staleness as the Dagster UI shows it (uses Dagster internals)."""
 
 import dagster as dg
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView

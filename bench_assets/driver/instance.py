@@ -1,7 +1,8 @@
-"""Operations on a Dagster instance used by the CLI: partition sync and pool limits.
+"""Operations on a Dagster instance shared by the CLI and the generation driver.
 
-Kept in ``defs/`` because it is the only code besides assets that talks to Dagster; the CLI
-imports it lazily so that ``wfbench validate`` never pays for importing Dagster.
+Partition sync and pool limits, in-process materialization of inputs, cells and the decision, and
+reads of the latest cells and decisions. The CLI imports this lazily so that ``wfbench validate``
+never pays for importing Dagster.
 """
 
 from collections.abc import Callable
@@ -10,8 +11,10 @@ from typing import Any
 import dagster as dg
 
 from bench_assets.catalog import Benchmark
-from bench_assets.defs.lookup import latest_metadata
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
+from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
+from bench_assets.documents import CellView, load_cell, load_decision
+from bench_assets.errors import InputError, WfbenchError, error_class
 from bench_assets.sync import SyncPlan, plan_sync
 
 AGENT_POOL = "agent_sessions"
@@ -21,7 +24,11 @@ GRAPH_POOL = "graph_build"
 def sync_instance(
     instance: dg.DagsterInstance, bench: Benchmark
 ) -> tuple[SyncPlan, dict[str, int]]:
-    """Make the task partitions equal to ``bench``'s tasks and apply its pool limits."""
+    """Make the task partitions equal to ``bench``'s tasks and apply its pool limits.
+
+    Writes only what changed: one insert of the new partition keys, one delete per removed key,
+    and a pool limit only when it differs from the instance's (a repeated sync writes nothing).
+    """
     current = list(instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     plan = plan_sync(current, bench.task_ids())
     if plan.add:
@@ -32,8 +39,11 @@ def sync_instance(
         AGENT_POOL: bench.config.limits.agent_sessions,
         GRAPH_POOL: bench.config.limits.graph_builds,
     }
+    storage = instance.event_log_storage
     for pool, n in limits.items():
-        instance.event_log_storage.set_concurrency_slots(pool, n)
+        info = storage.get_concurrency_info(pool)
+        if info.slot_count != n or info.limit != n or info.using_default_limit:
+            storage.set_concurrency_slots(pool, n)
     return plan, limits
 
 
@@ -113,10 +123,21 @@ def materialize_inputs(
     return out
 
 
+_INTERRUPTS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}
+
+
 def _run(result: dg.ExecuteInProcessResult) -> None:
     """Re-raise the first step failure as the original wfbench error when there is one."""
     if result.success:
         return
+    for event in result.all_events:
+        info = getattr(event.event_specific_data, "error", None)
+        while info is not None:
+            if info.cls_name in _INTERRUPTS:
+                # Ctrl-C/SIGTERM caught by Dagster (in a step, or setting up or tearing down
+                # resources): stop the whole command rather than record an infra error.
+                raise KeyboardInterrupt
+            info = info.cause
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data is not None:
             chain = []
@@ -124,7 +145,7 @@ def _run(result: dg.ExecuteInProcessResult) -> None:
             while info is not None:
                 chain.append(info)
                 info = info.cause
-            ours = [c for c in chain if c.cls_name and _is_wfbench_error(c.cls_name)]
+            ours = [c for c in chain if c.cls_name and error_class(c.cls_name) is not None]
             chosen = ours[0] if ours else chain[-1] if chain else None
             name = chosen.cls_name if chosen is not None else "Error"
             message = chosen.message.strip() if chosen is not None else "step failed"
@@ -142,12 +163,10 @@ class StepFailed(Exception):
     def __str__(self) -> str:
         return f"{self.step} failed: {self.message}"
 
-
-def _is_wfbench_error(cls_name: str) -> bool:
-    from bench_assets import errors
-
-    cls = getattr(errors, cls_name, None)
-    return isinstance(cls, type) and issubclass(cls, errors.WfbenchError)
+    @property
+    def error_class(self) -> type[WfbenchError] | None:
+        """The :mod:`bench_assets.errors` class the step failed with; None if not one of them."""
+        return error_class(self.cls_name)
 
 
 def materialize_cells(
@@ -202,19 +221,27 @@ def materialize_cells(
 
 def latest_cells(
     instance: dg.DagsterInstance, task_ids: list[str], tasks_dir: str
-) -> list[dict[str, object]]:
-    """The latest materialization metadata of every cell partition that has one."""
+) -> list[CellView]:
+    """Every cell partition's latest materialization with its record (record gone: left out).
+
+    One bulk lookup per cell asset (:func:`latest_metadata_by_partition`), not one per cell.
+    """
     from bench_assets.defs.cells import bench_cell_keys
 
     comparator_keys, candidate_keys = bench_cell_keys(tasks_dir)
-    out: list[dict[str, object]] = []
+    out: list[CellView] = []
     for name, keys in (("comparator_cells", comparator_keys), ("candidate_cells", candidate_keys)):
-        for task in task_ids:
-            for cell in keys:
-                key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-                md = latest_metadata(instance, name, key)
-                if md:
-                    out.append({"task": task, "cell": cell, "asset": name, **md})
+        wanted = {
+            str(dg.MultiPartitionKey({"task": task, "cell": cell})): (task, cell)
+            for task in task_ids
+            for cell in keys
+        }
+        found = latest_metadata_by_partition(instance, name, wanted)
+        for pk, (task, cell) in wanted.items():
+            md = found.get(pk)
+            view = load_cell(task, cell, name, md) if md else None
+            if view is not None:
+                out.append(view)
     return out
 
 
@@ -230,22 +257,45 @@ def materialize_decision(
 ) -> dict[str, dict[str, object]]:
     """Aggregate every task, then decide and report; returns the decision's metadata.
 
-    A task whose ``aggregates_complete`` check fails does not stop the decision: its missing
-    cells reach the gate as missing evidence, which can only yield ``insufficient_evidence``.
+    ``aggregates`` is materialized for all tasks in one ranged run (one run per contiguous block
+    of ``task_ids`` in the partitions' order; one block when they are all the tasks), not one
+    run per task. A task whose cells are incomplete fails that run's ``aggregates_complete``
+    check but does not stop the decision: its missing cells reach the gate as missing evidence,
+    which can only yield ``insufficient_evidence``. Each incomplete task is named from its
+    partition's ``missing_cells`` metadata.
     """
     from bench_assets.defs.decision import aggregates, benchmark_report, promotion_decision
     from bench_assets.defs.resources import BenchResource
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
-    gen_tags = {"wfbench/generation": generation} if generation else None
-    for i, task in enumerate(task_ids, 1):
+    gen_tags = {"wfbench/generation": generation} if generation else {}
+    blocks = partition_blocks(
+        list(instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME)), task_ids
+    )
+    for first, last in blocks:
+        tags = dict(gen_tags)
+        if first != last:
+            tags |= {RANGE_START: first, RANGE_END: last}
         try:
-            materialize(instance, [aggregates], resources, partition_key=task, tags=gen_tags)
-            progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: complete")
+            materialize(
+                instance,
+                [aggregates],
+                resources,
+                partition_key=first if first == last else None,
+                tags=tags or None,
+            )
         except StepFailed as e:
             if "aggregates_complete" not in e.message and "AssetCheck" not in e.cls_name:
                 raise
-            progress(f"[{i}/{len(task_ids)}] aggregates[{task}]: INCOMPLETE ({e.message})")
+    found = latest_metadata_by_partition(instance, "aggregates", task_ids)
+    incomplete = {t: found.get(t, {}).get("missing_cells") for t in task_ids}
+    incomplete = {t: m for t, m in incomplete.items() if m}
+    for task, missing in sorted(incomplete.items()):
+        progress(f"aggregates[{task}]: INCOMPLETE (missing {missing})")
+    progress(
+        f"aggregates: {len(task_ids)} task(s) in {len(blocks)} run(s), "
+        f"{len(task_ids) - len(incomplete)} complete"
+    )
     progress("promotion_decision, benchmark_report ...")
     materialize(
         instance,
@@ -258,6 +308,40 @@ def materialize_decision(
         "decision": latest_metadata(instance, "promotion_decision", None),
         "report": latest_metadata(instance, "benchmark_report", None),
     }
+
+
+RANGE_START = "dagster/asset_partition_range_start"
+RANGE_END = "dagster/asset_partition_range_end"
+
+
+def partition_blocks(ordered: list[str], wanted: list[str]) -> list[tuple[str, str]]:
+    """(first, last) of each contiguous run of ``wanted`` keys in the partitions' ``ordered`` keys.
+
+    A range run covers every key between its ends in the partitions definition's order, so
+    ``wanted`` keys separated by an unwanted one need two ranges.
+
+    Raises:
+        InputError: A wanted key is not a partition (the partitions are not in sync).
+    """
+    want = set(wanted)
+    unknown = sorted(want - set(ordered))
+    if unknown:
+        raise InputError(
+            f"task partition(s) {', '.join(unknown[:5])} do not exist; run `wfbench sync`"
+        )
+    blocks: list[tuple[str, str]] = []
+    start: str | None = None
+    prev: str | None = None
+    for key in ordered:
+        if key in want:
+            start = key if start is None else start
+            prev = key
+        elif start is not None and prev is not None:
+            blocks.append((start, prev))
+            start = None
+    if start is not None and prev is not None:
+        blocks.append((start, prev))
+    return blocks
 
 
 def decision_records(instance: dg.DagsterInstance, limit: int = 200) -> list[dict[str, object]]:
@@ -277,11 +361,9 @@ def decision_records(instance: dg.DagsterInstance, limit: int = 200) -> list[dic
 
 def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: str) -> object:
     """Apply the latest (or the given generation's) promoted overlay to the incumbent skills."""
-    import json
     from pathlib import Path
 
     from bench_assets import apply as apply_mod
-    from bench_assets.defs.decision import ledger_path
     from bench_assets.errors import ApplyRefused
     from bench_assets.store import ArtifactStore, default_artifact_root
 
@@ -291,15 +373,15 @@ def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: 
     )
     if chosen is None:
         raise ApplyRefused(f"no promotion decision{' for ' + generation if generation else ''}")
-    body = json.loads(Path(str(chosen["decision_path"])).read_text(encoding="utf-8"))
+    doc = load_decision(Path(str(chosen["decision_path"])))
     root = Path(artifacts_root).resolve() if artifacts_root else default_artifact_root()
     return apply_mod.apply_overlay(
-        Path(body["skills_dir"]),
-        Path(body["overlay_files"]),
-        expected=body["target_base_digests"],
-        decision=body["decision"]["decision"],
-        ledger=ledger_path(ArtifactStore(root)),
-        decision_json=body,
-        generation=body.get("generation"),
-        candidate=str(body.get("candidate")),
+        Path(doc.skills_dir),
+        Path(doc.overlay_files),
+        expected=doc.target_base_digests,
+        decision=doc.decision.decision,
+        ledger=ArtifactStore(root).ledger(),
+        decision_json=doc.model_dump(mode="json"),
+        generation=doc.generation,
+        candidate=doc.candidate,
     )

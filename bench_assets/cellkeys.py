@@ -1,0 +1,34 @@
+"""Cell partition keys and identity digests: the pure naming helpers shared by every consumer.
+
+A cell is one (task, arm, run); within a task it is named by the partition key ``<arm>.r<run>``.
+Its identity (built by :func:`bench_assets.cells.cell_identity`) is reduced to one digest that
+decides whether a stored record can be reused. Aggregation, the planner and the command line need
+only these helpers, so they live here, apart from the cell runner and its sandbox.
+"""
+
+from typing import Any
+
+from bench_assets.hashing import sha256_json
+
+
+def cell_key(arm: str, run: int) -> str:
+    """Partition key of a cell: ``<arm>.r<run>``."""
+    return f"{arm}.r{run}"
+
+
+def parse_cell_key(key: str) -> tuple[str, int]:
+    """Inverse of :func:`cell_key`."""
+    arm, _, run = key.rpartition(".r")
+    if not arm or not run.isdigit():
+        raise ValueError(f"bad cell key {key!r}; expected <arm>.r<run>")
+    return arm, int(run)
+
+
+def cell_keys(bench_runs: int, arms: list[str]) -> list[str]:
+    """Every cell key for ``arms`` × runs."""
+    return [cell_key(a, r) for a in arms for r in range(bench_runs)]
+
+
+def identity_digest(identity: dict[str, Any]) -> str:
+    """Digest of a cell identity."""
+    return sha256_json(identity)

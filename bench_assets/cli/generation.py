@@ -1,0 +1,183 @@
+"""Commands on generations of candidates: evolve, plan, apply."""
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bench_assets.catalog import load_benchmark
+from bench_assets.cli.common import (
+    EXIT_FAILED,
+    artifact_store,
+    fail_step,
+    json_option,
+    open_instance,
+    progress,
+    tasks_option,
+)
+from bench_assets.hashing import short
+
+
+@click.command()
+@tasks_option
+@json_option("Print generation, candidate, decision, paid_cells, reused_cells, aborted.")
+@click.option(
+    "--in-process",
+    is_flag=True,
+    envvar="WFBENCH_IN_PROCESS",
+    help="Materialize inputs and cells in this process, one after another, instead of "
+    "submitting runs to the instance's queue (debugging; no pools, no overlap).",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Workspace file naming the code location runs go to (e.g. a gRPC code server of a "
+    "deployment). Default: the bench_assets.definitions module, loaded locally.",
+)
+def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | None) -> None:
+    """Run one generation now: plan, pay through the run queue, decide, report.
+
+    Takes the next unevaluated candidate from the queue and pays only for the cells the planner
+    says must run (plus canaries): each task's inputs and each such cell is a Dagster run
+    submitted to the instance's run coordinator (tagged wfbench/generation, so the UI shows them
+    live; the agent_sessions and graph_build pools bound concurrency with every other launch).
+    When no dagster-daemon is running, one is started for the generation's duration. Then it
+    aggregates, decides, reports and appends to the ledger. Exit 0 when done (whatever the
+    decision), 1 when the outage breaker or the spend cap (limits.max_spend_usd) stopped it or
+    the incumbent arm was unusable, 2 for invalid input. `wfbench plan` shows beforehand which
+    cells would run and why.
+    """
+    from bench_assets.driver.evolve import NothingToEvaluate
+    from bench_assets.driver.evolve import evolve as run_generation
+    from bench_assets.driver.instance import StepFailed
+    from bench_assets.generation import writer_lock
+
+    start = time.monotonic()
+    store = artifact_store()
+    try:
+        # The writer lock first: a second evolve must not even open (or create) the instance.
+        with writer_lock(store.writer_lock(), "wfbench evolve"):
+            open_instance()
+            res = run_generation(
+                str(tasks_dir),
+                artifact_root=str(store.root),
+                progress=progress,
+                in_process=in_process,
+                workspace=workspace,
+            )
+    except NothingToEvaluate as e:
+        if as_json:
+            click.echo(json.dumps({"generation": None, "decision": None, "reason": str(e)}))
+        else:
+            click.echo(f"nothing to evaluate: {e}")
+        return
+    except StepFailed as e:
+        fail_step(e)
+    body = {
+        "generation": res.generation,
+        "candidate": res.candidate,
+        "decision": res.decision,
+        "paid_cells": res.paid_cells,
+        "reused_cells": res.reused_cells,
+        "aborted": res.aborted,
+        "stop_reason": res.stop_reason or None,
+        "unusable_incumbent": res.unusable or None,
+        "applied": res.applied,
+        "report": res.report,
+        "wall_s": round(time.monotonic() - start, 1),
+    }
+    if as_json:
+        click.echo(json.dumps(body, indent=2))
+    else:
+        click.echo(
+            f"generation {res.generation}: {res.decision} for candidate {res.candidate} "
+            f"({res.paid_cells} cells paid, {res.reused_cells} reused, {body['wall_s']} s)"
+        )
+        click.echo(f"report: {res.report}")
+        if res.aborted:
+            click.echo(f"ABORTED: {res.stop_reason}; the decision cannot promote")
+        if res.unusable:
+            click.echo(f"FAILED: {res.unusable}")
+    if res.aborted or res.unusable:
+        sys.exit(EXIT_FAILED)
+
+
+@click.command()
+@tasks_option
+@click.option("--explain", "explain_all", is_flag=True, help="Print the reason for every cell.")
+@json_option("Print a list of {task, arm, run, action, reason} objects.")
+def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
+    """Plan the next generation as `wfbench evolve` would: which cells run, which are reused, why.
+
+    Reasons: missing, excluded (previous error kind), expired, code identity changed (field
+    named), upstream changed (binding field, oracle, graph, skills or overlay named), candidate,
+    canary. Reads each task's inputs from the input assets' latest materializations and changes
+    nothing: a task never materialized, or whose task file or oracle changed since, has its
+    inputs built directly (said on stderr); run `wfbench inputs` after editing a task's repo/.
+    With an empty candidate queue, plans the comparator cells only.
+    """
+    import datetime as dt
+
+    from bench_assets.driver.plan import NothingToEvaluate, choose, history, plan_cells
+    from bench_assets.generation import next_generation
+    from bench_assets.planner import summary
+
+    bench = load_benchmark(tasks_dir)
+    instance = open_instance()
+    artifacts = artifact_store()
+    candidate: str | None
+    try:
+        generation, candidate = choose(bench, instance, artifacts)
+    except NothingToEvaluate as e:
+        generation, candidate = next_generation(history(instance, artifacts)[0]), None
+        click.echo(f"note: {e}; planning comparator cells only", err=True)
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    cells_plan = plan_cells(
+        bench,
+        instance,
+        artifacts,
+        generation=generation,
+        candidate=candidate,
+        arms=[a for a in bench.config.arms if candidate or roles[a] == "comparator"],
+        now=dt.datetime.now(dt.UTC),
+        progress=progress,
+    )
+    if as_json:
+        fields = ("task", "arm", "run", "action", "reason", "kind", "changed")
+        click.echo(json.dumps([{f: getattr(c, f) for f in fields} for c in cells_plan], indent=2))
+        return
+    counts = summary(cells_plan)
+    click.echo(
+        f"generation {generation} (candidate {candidate}): {counts['run']} cell(s) to run, "
+        f"{counts['reuse']} reused"
+    )
+    for c in cells_plan:
+        if explain_all or c.action == "run":
+            click.echo(f"  {c.action:<5} {c.task:<22} {c.cell:<24} {c.reason}")
+    if not explain_all:
+        click.echo("(use --explain for the reason of every reused cell too)")
+
+
+@click.command(name="apply")
+@click.option(
+    "--generation", default="", help="Apply this generation's decision (default: latest)."
+)
+def apply_cmd(generation: str) -> None:
+    """Replace the incumbent skill files with a promoted overlay, atomically.
+
+    Refuses (exit 2), writing nothing, unless the decision is `promote` and every target file is
+    exactly as it was when the decision was made (compare-and-swap on the recorded digests); any
+    failure midway restores every file (exit 1). The application is recorded in the ledger.
+    """
+    from bench_assets.driver.instance import apply_latest
+
+    instance = open_instance()
+    result: Any = apply_latest(instance, str(artifact_store().root), generation)
+    for f in result.files:
+        verb = "added" if f.old_sha256 is None else "replaced"
+        click.echo(f"{verb} {f.path} ({short(str(f.old_sha256))} -> {short(f.new_sha256)})")
+    click.echo(f"ledger entry #{result.ledger_seq}")

@@ -1,0 +1,206 @@
+"""Typed documents that cross the Dagster boundary: a cell's materialization and the decision.
+
+A cell's facts live in its record (:class:`~bench_assets.records.CellRecord`, ``record.json``);
+what the Dagster materialization of a cell partition adds is lineage — where the record is, the
+identity it was made for, whether this materialization reused it and from which run. That part is
+:class:`CellMaterialization`: written as metadata by ``defs/cells.py`` (``to_metadata``) and read
+back by the planner, the decision, the CLI and the proposer (``from_metadata``). Display-only
+metadata (cost, tokens, churn, ...) is derived from the record and never parsed back: anything that
+needs a measurement reads the record, through :func:`load_cell`. Unknown is ``None`` everywhere,
+never a string such as ``"-"`` or ``"unmeasured"``.
+
+:class:`DecisionDocument` is ``decision.json``: the gate's :class:`~bench_assets.gate.Decision`
+plus what the generation decided about (candidate, digests, the overlay and skill tree paths,
+apply's compare-and-swap digests) and the lineage of every evidence cell. The decision asset
+writes it; ``explain``, ``report``, ``apply``, the proposer and the UI metadata read it.
+"""
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.errors import InputError, RecordCorrupt
+from bench_assets.fsutil import read_model
+from bench_assets.gate import Decision
+from bench_assets.records import CellRecord, load_record
+
+CELL_MATERIALIZATION_SCHEMA = 1
+DECISION_SCHEMA = 1
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CellMaterialization(_Doc):
+    """What one materialization of a cell partition says about its record (lineage only)."""
+
+    cell_schema: Literal[1] = 1
+    record_path: str
+    identity_digest: str
+    error_kind: ErrorKind | None
+    """The record's error kind; ``None`` for a valid session."""
+    generation: str | None
+    """The generation that paid for the record; ``None`` for one made outside any generation."""
+    recorded_at: str
+    reused: bool
+    """This materialization ran no session: it re-recorded an earlier record."""
+    reused_from_run: str | None = None
+    """For a reused materialization: the run whose materialization it re-recorded."""
+    reused_data_version: str | None = None
+    ran_because: str | None = None
+    """For a fresh materialization: why the cell was paid for (e.g. ``identity changed``)."""
+
+    @classmethod
+    def fresh(cls, record: CellRecord, path: Path, because: str) -> "CellMaterialization":
+        """The lineage of a materialization that records ``record`` as paid (not reused)."""
+        return cls(
+            record_path=str(path),
+            identity_digest=record.identity_digest,
+            error_kind=record.error_kind,
+            generation=record.generation,
+            recorded_at=record.recorded_at,
+            reused=False,
+            ran_because=because,
+        )
+
+    def to_metadata(self) -> dict[str, Any]:
+        """Plain metadata values (``None`` becomes Dagster's null value)."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_metadata(cls, md: Mapping[str, Any], where: str) -> "CellMaterialization":
+        """Read the lineage fields back from a materialization's metadata values.
+
+        Args:
+            md: Metadata values (plus tags, ignored) as :func:`record_metadata` returns them.
+            where: The partition, for the error message.
+
+        Raises:
+            InputError: The metadata is not a cell materialization of this schema.
+        """
+        fields = {k: md[k] for k in cls.model_fields if k in md}
+        try:
+            return cls.model_validate(fields)
+        except ValidationError as e:
+            bad = sorted({".".join(str(p) for p in err["loc"]) for err in e.errors()})
+            raise InputError(
+                f"{where}: materialization metadata is not a cell materialization "
+                f"(fields {', '.join(bad)}); re-materialize the partition"
+            ) from None
+
+
+class CellView(_Doc):
+    """One cell partition's latest materialization with its record, as readers use it."""
+
+    task: str
+    cell: str
+    asset: str
+    run_id: str | None
+    """The run of the latest materialization."""
+    data_version: str | None
+    materialization: CellMaterialization
+    record: CellRecord
+
+    @property
+    def arm(self) -> str:
+        """The arm name (the cell key without ``.r<k>``)."""
+        return self.record.arm
+
+    @property
+    def source_run_id(self) -> str | None:
+        """The run that paid for the session behind this cell's record."""
+        return self.materialization.reused_from_run if self.materialization.reused else self.run_id
+
+
+def load_cell(task: str, cell: str, asset: str, md: Mapping[str, Any]) -> CellView | None:
+    """The view of one partition from its latest metadata, verified against its record.
+
+    ``None`` when the record cannot be evidence or be reused: its file is gone, unreadable or
+    not a record, or its content digest differs from the data version Dagster recorded when it
+    was materialized (edited after it was written). Such a cell is paid again.
+    """
+    where = f"{asset}[{task}|{cell}]"
+    mat = CellMaterialization.from_metadata(md, where)
+    path = Path(mat.record_path)
+    if not path.is_file():
+        return None
+    try:
+        record = load_record(path)
+    except RecordCorrupt:
+        return None
+    data_version = md.get("data_version")
+    if data_version is not None and data_version != record.data_version:
+        return None
+    return CellView(
+        task=task,
+        cell=cell,
+        asset=asset,
+        run_id=md.get("run_id"),
+        data_version=data_version,
+        materialization=mat,
+        record=record,
+    )
+
+
+class CellLineage(_Doc):
+    """Where one evidence cell of a decision came from."""
+
+    task: str
+    cell: str
+    run_id: str | None
+    """The run whose materialization supplied the record."""
+    data_version: str
+    generation: str | None
+    """The generation that paid for the record."""
+    reused: bool
+    source_run_id: str | None
+    """For reused evidence: the run that paid for the session."""
+
+    def source(self) -> str:
+        """``fresh`` or ``reused from run <id> (<generation>)`` — how a reader names it."""
+        if not self.reused:
+            return "fresh"
+        gen = self.generation or "outside any generation"
+        return f"reused from run {self.source_run_id} ({gen})"
+
+
+class DecisionDocument(_Doc):
+    """``decision.json``: the verdict, what it was about and the evidence it rests on."""
+
+    decision_schema: Literal[1] = 1
+    generation: str | None
+    candidate: str
+    overlay_digest: str
+    incumbent_skills_digest: str
+    overlay_files: str
+    """The candidate overlay's files (laid out like the skill tree)."""
+    skills_dir: str
+    """The incumbent skill tree the overlay would be applied to."""
+    target_base_digests: dict[str, str | None]
+    """What ``wfbench apply`` compares against: the incumbent files the overlay replaces."""
+    decision: Decision
+    lineage: list[CellLineage]
+
+    def lineage_of(self, task: str, arm: str, run: int) -> CellLineage | None:
+        """The lineage of one evidence cell."""
+        cell = f"{arm}.r{run}"
+        return next((c for c in self.lineage if c.task == task and c.cell == cell), None)
+
+
+def load_decision(path: Path) -> DecisionDocument:
+    """Read ``decision.json``; errors name the file and the fields.
+
+    Raises:
+        InputError: Missing, unreadable or not a decision document of this schema.
+    """
+    return read_model(
+        path,
+        DecisionDocument,
+        what=f"decision document of schema {DECISION_SCHEMA}",
+        error=InputError,
+        hint="re-run `wfbench decide`",
+    )

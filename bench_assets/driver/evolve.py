@@ -1,0 +1,504 @@
+"""A whole generation (``wfbench evolve``, and the weekly job's op), driven through run queue.
+
+Order: next generation id and candidate (:mod:`bench_assets.driver.plan`) → sync partitions →
+containment preflight → ``incumbent_skills`` and ``candidate_overlay`` (in process: cheap and
+unpartitioned) → one run per task for its inputs (``task_bindings``, ``oracle_snapshots``,
+``sanitized_graphs``; pool ``graph_build``) → as soon as a task's inputs succeed its cells are
+planned and one run per cell that must be paid is submitted (pool ``agent_sessions``), so later
+tasks' graphs build while earlier tasks' sessions run → the outage breaker and the spend cap
+(``limits.max_spend_usd``) watch results as they end and cancel every queued or running cell when
+either trips → aggregates, decision, report, ledger (in process) → apply (if enabled). No run is
+launched for a cell that would only be reused: its previous materialization is the evidence.
+Every run is tagged ``wfbench/generation``.
+
+Runs go through :class:`~bench_assets.driver.runqueue.QueueExecutor` (the instance's run
+coordinator and launcher, so the UI shows them live and its pools bound concurrency across every
+source), or :class:`~bench_assets.driver.runqueue.InProcessExecutor` for tests and debugging.
+"""
+
+import datetime as dt
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from bench_assets import apply as apply_mod
+from bench_assets import sandbox
+from bench_assets.catalog import Benchmark, load_benchmark
+from bench_assets.cellkeys import parse_cell_key
+from bench_assets.cells import remove_stale_work
+from bench_assets.defs.resources import latest_metadata
+from bench_assets.documents import load_cell
+from bench_assets.driver.instance import (
+    INPUT_ASSETS,
+    StepFailed,
+    materialize,
+    materialize_decision,
+    sync_instance,
+)
+from bench_assets.driver.plan import (  # re-exported for the CLI
+    NothingToEvaluate,
+    choose,
+    history,
+    plan_task,
+    prior_cells,
+    propose_candidate,
+)
+from bench_assets.driver.runqueue import Executor, InProcessExecutor, Job, QueueExecutor
+from bench_assets.driver.transaction import (
+    GEN_TAG,
+    WATCH_EXCLUDE,
+    candidates,
+    clear_orphans,
+    manifest_cells,
+    orphan_record,
+    require_tasks_unchanged,
+    unfinished,
+    verify_stored_inputs,
+)
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.errors import InputError, IntegrityError
+from bench_assets.fsutil import atomic_write_json
+from bench_assets.generation import OutageBreaker, SpendCap, writer_lock
+from bench_assets.hashing import tree_digest, tree_manifest
+from bench_assets.manifest import (
+    Manifest,
+    ManifestHeader,
+    TaskManifest,
+    accept,
+    header_path,
+    load_manifest,
+    write_header,
+    write_task,
+)
+from bench_assets.manifest import now_iso as manifest_now
+from bench_assets.planner import PlannedCell
+from bench_assets.store import ArtifactStore, default_artifact_root
+
+__all__ = [
+    "GEN_TAG",
+    "EvolveResult",
+    "NothingToEvaluate",
+    "choose",
+    "evolve",
+    "history",
+    "plan_task",
+    "prior_cells",
+]
+
+POLL_S = 1.0
+
+
+def quiet_dagster_warnings() -> None:
+    """Keep Dagster's beta/preview notices about APIs we chose deliberately off the terminal."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+
+
+@dataclass
+class EvolveResult:
+    """What a generation did."""
+
+    generation: str
+    candidate: str
+    decision: str
+    paid_cells: int
+    reused_cells: int
+    aborted: bool
+    unusable: str = ""
+    report: str = ""
+    plan: list[PlannedCell] = field(default_factory=list)
+    cells: list[dict[str, Any]] = field(default_factory=list)
+    """One summary per paid cell: task, cell, run id, resolved, error kind (null = valid), cost."""
+    applied: bool = False
+    stop_reason: str = ""
+    """Why no further cell was scheduled (outage breaker or spend cap); empty if none."""
+
+
+def _resources(tasks_dir: str, artifact_root: str) -> dict[str, Any]:
+    from bench_assets.defs.resources import BenchResource
+
+    return {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+
+
+def _artifacts(artifact_root: str) -> ArtifactStore:
+    return ArtifactStore(
+        Path(artifact_root).resolve() if artifact_root else default_artifact_root()
+    )
+
+
+def _cell_summary(
+    instance: dg.DagsterInstance, job: Job, run_id: str, failure: Any
+) -> dict[str, Any]:
+    """What a paid cell ended as (a failed run is an infra error of that cell)."""
+    task, cell = job.label.split(" ", 1)
+    if failure is not None:
+        return {
+            "task": task,
+            "cell": cell,
+            "run_id": run_id or None,
+            "resolved": False,
+            "error_kind": ErrorKind.INFRA_ERROR.value,
+            "error_detail": str(failure),
+            "cost_usd": None,
+        }
+    asset = job.assets[0]
+    key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+    view = load_cell(task, cell, asset, latest_metadata(instance, asset, key))
+    record = view.record if view else None
+    return {
+        "task": task,
+        "cell": cell,
+        "run_id": run_id or (view.run_id if view else None),
+        "resolved": bool(record and record.resolved),
+        "error_kind": record.error_kind.value if record and record.error_kind else None,
+        "error_detail": record.error_detail if record else "record missing after the run",
+        "cost_usd": record.cost_usd if record else None,
+    }
+
+
+def _submit_task(
+    ex: Executor,
+    bench: Benchmark,
+    instance: dg.DagsterInstance,
+    task: str,
+    *,
+    generation: str,
+    folder: Path,
+    artifact_root: str,
+    done_before: Manifest | None,
+    progress: Callable[[str], None],
+) -> tuple[list[PlannedCell], int]:
+    """Plan one task (or take its plan from before a resume), record it, submit what is unpaid.
+
+    Returns the planner's verdicts (empty for a task planned before a resume) and how many cell
+    runs were submitted.
+    """
+    from bench_assets.defs.cells import load_cell_inputs
+    from bench_assets.defs.resources import BenchResource
+
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    keys = [(task, a, r) for a in bench.config.arms for r in range(bench.config.runs)]
+    task_plan: list[PlannedCell] = []
+    if done_before is not None and task in done_before.tasks:
+        planned = done_before.tasks[task].cells
+        progress(f"{task}: planned before the interruption; paying only what is unpaid")
+    else:
+        prior = prior_cells(instance, task, keys, roles)
+        res = BenchResource(tasks_dir=str(bench.root), artifact_root=artifact_root)
+        inputs = load_cell_inputs(instance, res, task, candidate=True)
+        task_plan = plan_task(bench, task, inputs, prior, generation, dt.datetime.now(dt.UTC))
+        planned = manifest_cells(task_plan, prior)
+        write_task(folder, TaskManifest(generation=generation, task=task, cells=planned))
+    submitted = 0
+    for mc in planned:
+        if mc.action != "run":
+            continue
+        known = candidates(instance, mc)
+        paid, _ = accept(mc, generation, known)
+        if paid is not None:
+            progress(f"  {task} {mc.cell}: already paid in {generation} (run {paid.run_id})")
+            continue
+        config: dict[str, Any] = {"force": mc.kind == "canary", "generation": generation}
+        orphan = orphan_record(ArtifactStore(Path(artifact_root)), mc, generation, known)
+        if orphan:
+            progress(f"  {task} {mc.cell}: adopting record {orphan} (paid before the interruption)")
+            config["adopt_record_id"] = orphan
+        ex.submit(
+            Job(
+                (mc.asset,),
+                str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell})),
+                op_config={mc.asset: config},
+                tags={
+                    GEN_TAG: generation,
+                    "dagster/partition/task": mc.task,
+                    "dagster/partition/cell": mc.cell,
+                },
+                label=f"{mc.task} {mc.cell}",
+            )
+        )
+        submitted += 1
+    return task_plan, submitted
+
+
+def _pay(
+    ex: Executor,
+    bench: Benchmark,
+    instance: dg.DagsterInstance,
+    *,
+    tasks_dir: str,
+    artifact_root: str,
+    generation: str,
+    folder: Path,
+    progress: Callable[[str], None],
+) -> tuple[list[PlannedCell], list[dict[str, Any]], str]:
+    """Build inputs, plan and pay every task's cells; returns the plan, paid cells, stop reason.
+
+    The outage breaker and the spend cap observe each finished cell; when either trips, every
+    queued or running cell is canceled, no task's cells are submitted any more, and the reason is
+    returned (empty when neither tripped).
+
+    A task's manifest is written before any of its cells is submitted; a task that already has
+    one (a resumed generation) is not planned again, and a planned cell already paid in this
+    generation (verified like the decision verifies it) is not paid again — canaries included.
+    """
+    gen_tags = {GEN_TAG: generation}
+    breaker = OutageBreaker(bench.config.limits.outage_streak)
+    spend = SpendCap(bench.config.limits.max_spend_usd)
+    plan: list[PlannedCell] = []
+    cells: list[dict[str, Any]] = []
+    submitted = 0
+    done_before = load_manifest(folder)
+    for task in bench.task_ids():
+        ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
+    while ex.pending():
+        for done in ex.poll(POLL_S):
+            if done.job.assets == INPUT_ASSETS:
+                task = str(done.job.partition)
+                if not done.ok:
+                    ex.cancel_all()
+                    assert done.failure is not None
+                    raise done.failure
+                progress(f"inputs ready: {task}")
+                if breaker.tripped or spend.tripped:
+                    continue
+                require_tasks_unchanged(bench.root, folder, ex)
+                task_plan, n = _submit_task(
+                    ex,
+                    bench,
+                    instance,
+                    task,
+                    generation=generation,
+                    folder=folder,
+                    artifact_root=artifact_root,
+                    done_before=done_before,
+                    progress=progress,
+                )
+                plan += task_plan
+                submitted += n
+                continue
+            if done.canceled:
+                continue
+            summary = _cell_summary(instance, done.job, done.run_id, done.failure)
+            cells.append(summary)
+            verdict = (
+                "resolved" if summary["resolved"] else str(summary["error_kind"] or "unresolved")
+            )
+            progress(f"  [{len(cells)}/{submitted}] {done.job.label}: {verdict}")
+            kind = summary["error_kind"]
+            breaker.observe(ErrorKind(kind) if kind else None)
+            spend.observe(
+                done.job.label, summary["cost_usd"], _session_budget(bench, summary["cell"])
+            )
+            if (breaker.tripped or spend.tripped) and ex.pending():
+                canceled = ex.cancel_all()
+                progress(f"canceled {len(canceled)} queued or running cell(s)")
+    stop_reason = spend.reason if spend.tripped else ""
+    if breaker.tripped:
+        stop_reason = (
+            f"outage breaker tripped after {breaker.streak} consecutive systemic failures "
+            f"({', '.join(breaker.trip_kinds)})"
+        )
+    return plan, cells, stop_reason
+
+
+def _session_budget(bench: Benchmark, cell: str) -> float | None:
+    """The cell's arm's per-session budget: what a cell of unknown cost may have spent at most."""
+    arm, _ = parse_cell_key(cell)
+    spec = bench.config.arms.get(arm)
+    budget = getattr(spec.agent, "max_budget_usd", None) if spec else None
+    return float(budget) if budget is not None else None
+
+
+def evolve(
+    tasks_dir: str,
+    *,
+    artifact_root: str = "",
+    progress: Callable[[str], None] = lambda m: None,
+    instance: dg.DagsterInstance | None = None,
+    in_process: bool | None = None,
+    workspace: Path | None = None,
+) -> EvolveResult:
+    """Run one generation end to end (see module docstring).
+
+    Args:
+        tasks_dir: The benchmark directory.
+        artifact_root: The shared artifact root (default ``$WFBENCH_ARTIFACTS`` or
+            ``$DAGSTER_HOME/artifacts``).
+        progress: Receives one line per step.
+        instance: The Dagster instance (default: ``$DAGSTER_HOME``).
+        in_process: Materialize inputs and cells in this process, one after another, instead of
+            submitting runs to the instance's queue (tests, debugging); ``None`` reads
+            ``$WFBENCH_IN_PROCESS`` (``1`` = in process).
+        workspace: A workspace file naming the code location runs are submitted to.
+    """
+
+    bench = load_benchmark(Path(tasks_dir))
+    tasks_dir = str(bench.root)
+    instance = instance or dg.DagsterInstance.get()
+    # One explicit artifact root for this process and every run.
+    artifact_root = (
+        artifact_root
+        or os.environ.get("WFBENCH_ARTIFACTS", "")
+        or str(Path(instance.root_directory) / "artifacts")
+    )
+    artifacts = _artifacts(artifact_root)
+    with writer_lock(artifacts.writer_lock(), "wfbench evolve"):
+        return _evolve_locked(
+            bench,
+            instance,
+            artifacts,
+            artifact_root=artifact_root,
+            progress=progress,
+            in_process=in_process,
+            workspace=workspace,
+        )
+
+
+def _evolve_locked(
+    bench: Benchmark,
+    instance: dg.DagsterInstance,
+    artifacts: ArtifactStore,
+    *,
+    artifact_root: str,
+    progress: Callable[[str], None],
+    in_process: bool | None,
+    workspace: Path | None,
+) -> EvolveResult:
+    """The generation, under the writer lock: resume an unfinished one, or start the next."""
+    from bench_assets.defs.cells import candidate_overlay
+    from bench_assets.defs.inputs import incumbent_skills
+
+    tasks_dir = str(bench.root)
+    recovered = apply_mod.recover(bench.skills_dir)
+    if recovered is not None:
+        progress(recovered.message())
+    clear_orphans(instance, progress)
+    resumed = unfinished(artifacts)
+    if resumed is not None:
+        generation, candidate = resumed.generation, resumed.candidate
+        progress(f"resuming generation {generation} (candidate {candidate}): it has no decision")
+    elif bench.config.proposer.kind == "queue":
+        generation, candidate = choose(bench, instance, artifacts)
+    else:
+        progress(f"proposer ({bench.config.proposer.kind}) is writing a candidate overlay ...")
+        generation, candidate, bench = propose_candidate(bench, instance, artifacts)
+    progress(f"generation {generation}: candidate {candidate}")
+    sync_instance(instance, bench)
+    sandbox.preflight()
+    stale = remove_stale_work(artifacts)
+    if stale:
+        progress(f"removed {stale} worktree(s) left by killed cells")
+    resources = _resources(tasks_dir, artifact_root)
+    gen_tags = {GEN_TAG: generation}
+    materialize(instance, [incumbent_skills], resources, tags=gen_tags)
+    materialize(
+        instance,
+        [candidate_overlay],
+        resources,
+        op_config={"candidate_overlay": {"candidate": candidate}},
+        tags=gen_tags,
+    )
+    folder = artifacts.generation(generation)
+    header = ManifestHeader(
+        generation=generation,
+        candidate=candidate,
+        overlay_digest=str(latest_metadata(instance, "candidate_overlay", None)["digest"]),
+        skills_digest=str(latest_metadata(instance, "incumbent_skills", None)["digest"]),
+        tasks=bench.task_ids(),
+        tasks_dir=tasks_dir,
+        tasks_digest=tree_digest(bench.root, exclude=WATCH_EXCLUDE),
+        created_at=manifest_now(),
+    )
+    if resumed is not None and (
+        resumed.overlay_digest != header.overlay_digest
+        or resumed.tasks != header.tasks
+        or resumed.skills_digest != header.skills_digest
+    ):
+        raise InputError(
+            f"{header_path(folder)}: generation {generation} was planned for other inputs (the "
+            "overlay, the incumbent skills or the task list changed since); restore them to "
+            "finish it, or remove that folder to abandon the generation"
+        )
+    if resumed is None:
+        atomic_write_json(
+            folder / "tasks-files.json", tree_manifest(bench.root, exclude=WATCH_EXCLUDE)
+        )
+        write_header(folder, header)
+    require_tasks_unchanged(bench.root, folder)
+    verify_stored_inputs(instance, bench, artifacts, progress)
+    if in_process is None:
+        in_process = os.environ.get("WFBENCH_IN_PROCESS", "") in ("1", "true", "yes")
+    executor: InProcessExecutor | QueueExecutor
+    if in_process:
+        executor = InProcessExecutor(instance, tasks_dir=tasks_dir, artifact_root=artifact_root)
+    else:
+        executor = QueueExecutor(
+            instance,
+            tasks_dir=tasks_dir,
+            artifact_root=artifact_root,
+            workspace=workspace,
+            progress=progress,
+        )
+    with executor as ex:
+        plan, cells, stop_reason = _pay(
+            ex,
+            bench,
+            instance,
+            tasks_dir=tasks_dir,
+            artifact_root=artifact_root,
+            generation=generation,
+            folder=folder,
+            progress=progress,
+        )
+    require_tasks_unchanged(bench.root, folder)
+    aborted = bool(stop_reason)
+    if aborted:
+        progress(f"{stop_reason}; no further cells scheduled")
+    unusable = ""
+    try:
+        out = materialize_decision(
+            instance,
+            bench.task_ids(),
+            tasks_dir=tasks_dir,
+            artifact_root=artifact_root,
+            generation=generation,
+            aborted=aborted,
+            progress=progress,
+        )
+    except StepFailed as e:
+        if e.error_class is not IntegrityError:
+            raise
+        unusable = e.message
+        out = {
+            "decision": latest_metadata(instance, "promotion_decision", None),
+            "report": latest_metadata(instance, "benchmark_report", None),
+        }
+    decision = str(out["decision"].get("decision"))
+    applied = False
+    if decision == "promote" and bench.config.apply.on_promote and not aborted and not unusable:
+        from bench_assets.driver.instance import apply_latest
+
+        apply_latest(instance, artifact_root, generation)
+        applied = True
+        progress(f"applied candidate {candidate} to {bench.skills_dir}")
+    paid = sum(1 for p in plan if p.action == "run")
+    return EvolveResult(
+        generation=generation,
+        candidate=candidate,
+        decision=decision,
+        paid_cells=paid,
+        reused_cells=len(plan) - paid,
+        aborted=aborted,
+        unusable=unusable,
+        report=str(out["report"].get("html_path", "")),
+        plan=plan,
+        cells=cells,
+        applied=applied,
+        stop_reason=stop_reason,
+    )

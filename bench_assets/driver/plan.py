@@ -1,0 +1,291 @@
+"""What the next generation is, and what it would run or reuse (no run is launched here).
+
+:func:`choose` (queue proposer) or :func:`propose_candidate` (an agent proposer) names the next
+generation and its candidate from the ledger and the recorded decisions; :func:`prior_cells`
+reads the cell partitions' latest materializations as the planner needs them, and
+:func:`plan_task` asks :func:`bench_assets.planner.plan_generation` for one task's cells. Used
+by ``wfbench plan`` (:func:`plan_cells`, every task at once) and by
+:func:`bench_assets.driver.evolve.evolve`.
+
+Planning costs O(cells) with a small constant: the input identities come from the input assets'
+latest materializations (:func:`stored_input_identities`, a few queries per asset; no template or
+graph is rebuilt), the cells' latest materializations are fetched in bulk per asset
+(:func:`~bench_assets.defs.resources.latest_metadata_by_partition`), each predictions file is
+parsed once per process, and canaries are chosen once per generation.
+"""
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from bench_assets import binding as binding_mod
+from bench_assets import ledger as ledger_mod
+from bench_assets import oracle as oracle_mod
+from bench_assets import overlay as overlay_mod
+from bench_assets import skills as skills_mod
+from bench_assets.catalog import Benchmark
+from bench_assets.cells import (
+    CellInputs,
+    InputIdentity,
+    build_cell_inputs,
+    cell_identity,
+    make_adapter,
+)
+from bench_assets.defs.resources import latest_metadata_by_partition
+from bench_assets.documents import load_cell, load_decision
+from bench_assets.driver.instance import INPUT_ASSETS, decision_records, latest_cells
+from bench_assets.errors import WfbenchError
+from bench_assets.generation import next_candidate, next_generation
+from bench_assets.hashing import sha256_json
+from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
+from bench_assets.store import ArtifactStore
+
+CellKey = tuple[str, str, int]
+
+
+class NothingToEvaluate(Exception):
+    """No queued candidate is left to evaluate."""
+
+
+def history(
+    instance: dg.DagsterInstance, artifacts: ArtifactStore
+) -> tuple[list[str | None], list[str | None]]:
+    """(generation ids, evaluated candidate ids) seen in the ledger and the decisions."""
+    gens: list[str | None] = []
+    cands: list[str | None] = []
+    path = artifacts.ledger()
+    if path.exists():
+        for entry in ledger_mod.read(path):
+            gens.append(entry.generation)
+            if entry.decision != "applied":
+                cands.append(entry.candidate)
+    for md in decision_records(instance):
+        if md.get("generation"):
+            gens.append(str(md["generation"]))
+    return gens, cands
+
+
+def choose(
+    bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
+) -> tuple[str, str]:
+    """The next generation id and the candidate it evaluates (queue proposer)."""
+    gens, evaluated = history(instance, artifacts)
+    cand = next_candidate(bench.candidates, evaluated)
+    if cand is None:
+        raise NothingToEvaluate(
+            f"every queued candidate in {bench.root / bench.config.proposer.queue} has been "
+            "evaluated; add a new overlay folder there"
+        )
+    return next_generation(gens), cand
+
+
+def propose_candidate(
+    bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
+) -> tuple[str, str, Benchmark]:
+    """Run the proposer agent for the next generation; returns (generation, candidate, bench)."""
+    from bench_assets.catalog import load_benchmark as _load
+    from bench_assets.proposer import evidence_bundle, propose
+    from bench_assets.redact import from_environment
+
+    gens, _ = history(instance, artifacts)
+    generation = next_generation(gens)
+    previous = decision_records(instance, limit=1)
+    body = None
+    if previous and Path(str(previous[0].get("decision_path", ""))).is_file():
+        body = load_decision(Path(str(previous[0]["decision_path"])))
+    cells = latest_cells(instance, bench.task_ids(), str(bench.root))
+    redactor = from_environment(bench.config.proposer.env)
+    cid = propose(bench, artifacts, generation, evidence_bundle(body, cells, redactor), redactor)
+    return generation, cid, _load(bench.root)
+
+
+def prior_cells(
+    instance: dg.DagsterInstance,
+    task: str | None,
+    keys: list[CellKey],
+    roles: Mapping[str, str],
+) -> dict[CellKey, PriorCell | None]:
+    """The latest record of each cell (keys may span tasks), as the planner needs it.
+
+    One bulk lookup per cell asset (:func:`latest_metadata_by_partition`), not one query per
+    cell. ``task`` is not used (kept for callers that plan one task at a time).
+    """
+    by_asset: dict[str, dict[str, tuple[CellKey, str]]] = {}
+    for t, arm, run in keys:
+        asset = "candidate_cells" if roles[arm] == "candidate" else "comparator_cells"
+        cell = f"{arm}.r{run}"
+        pk = str(dg.MultiPartitionKey({"task": t, "cell": cell}))
+        by_asset.setdefault(asset, {})[pk] = ((t, arm, run), cell)
+    out: dict[CellKey, PriorCell | None] = {}
+    for asset, wanted in by_asset.items():
+        found = latest_metadata_by_partition(instance, asset, wanted)
+        for pk, (key, cell) in wanted.items():
+            md = found.get(pk)
+            view = load_cell(key[0], cell, asset, md) if md else None
+            out[key] = PriorCell.from_view(view) if view else None
+    return out
+
+
+_canary_memo: list[Any] = []
+
+
+def generation_canaries(bench: Benchmark, generation: str) -> set[CellKey]:
+    """The generation's canary cells, chosen once over every task (memoized per benchmark).
+
+    :func:`plan_task` is called once per task; choosing over all N tasks on each call made a
+    generation's planning quadratic.
+    """
+    if _canary_memo and _canary_memo[0] is bench and _canary_memo[1] == generation:
+        return set(_canary_memo[2])
+    chosen = choose_canaries(
+        bench.task_ids(),
+        bench.config.comparator_arms(),
+        bench.config.runs,
+        generation,
+        bench.config.reuse.canaries,
+    )
+    _canary_memo[:] = [bench, generation, frozenset(chosen)]
+    return chosen
+
+
+def plan_task(
+    bench: Benchmark,
+    task: str,
+    inputs: CellInputs | InputIdentity,
+    prior: dict[CellKey, PriorCell | None],
+    generation: str,
+    now: dt.datetime,
+    arms: list[str] | None = None,
+) -> list[PlannedCell]:
+    """Plan one task's cells (of ``arms``, default all) from current inputs and prior records."""
+    return _plan(bench, {task: inputs}, prior, generation, now, arms)
+
+
+def _plan(
+    bench: Benchmark,
+    inputs: Mapping[str, CellInputs | InputIdentity],
+    prior: Mapping[CellKey, PriorCell | None],
+    generation: str,
+    now: dt.datetime,
+    arms: list[str] | None,
+) -> list[PlannedCell]:
+    roles = {name: arm.role for name, arm in bench.config.arms.items()}
+    chosen = sorted(arms if arms is not None else bench.config.arms)
+    adapters = {arm: make_adapter(bench, bench.config.arms[arm]) for arm in chosen}
+    current = {}
+    for task, task_inputs in inputs.items():
+        for arm in chosen:
+            for run in range(bench.config.runs):
+                current[(task, arm, run)] = cell_identity(
+                    bench, task, arm, run, task_inputs, adapters[arm]
+                )
+    return plan_generation(
+        current=current,
+        prior=prior,
+        roles=roles,  # type: ignore[arg-type]
+        canary_cells=generation_canaries(bench, generation),
+        max_age_days=bench.config.reuse.max_age_days,
+        now=now,
+    )
+
+
+def _task_file_digest(bench: Benchmark, task: str) -> str:
+    """``TaskBinding.task_file_digest`` of the task as it is now (as ``binding.bind`` makes it)."""
+    return sha256_json(bench.task(task).spec.model_dump(mode="json", by_alias=True))
+
+
+def stored_input_identities(
+    instance: dg.DagsterInstance,
+    bench: Benchmark,
+    task_ids: list[str],
+    *,
+    candidate: str | None,
+) -> tuple[dict[str, InputIdentity], dict[str, str]]:
+    """Each task's input identity from its input assets' latest materializations, in bulk.
+
+    Reads the metadata of ``task_bindings``, ``oracle_snapshots`` and ``sanitized_graphs`` for
+    every task (a few queries per asset) and each task's binding record (one small file); the
+    incumbent skills and the candidate overlay are digested from their folders, as the
+    generation would snapshot them. Nothing is built and nothing is written.
+
+    Returns the identities and, for each task whose stored inputs cannot stand for it now, why:
+    never materialized, out of step with each other, or its task file or oracle files changed
+    since they were bound (an edit to an inline ``repo/`` shows after ``wfbench inputs``).
+    """
+    stored = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    skills = skills_mod.describe(bench.skills_dir)
+    overlay_digest = None
+    if candidate is not None:
+        cand = bench.candidates.get(candidate)
+        if cand is None:
+            known = ", ".join(sorted(bench.candidates)) or "none"
+            raise WfbenchError(f"unknown candidate {candidate!r} (queued: {known})")
+        overlay_digest = overlay_mod.describe(cand, bench.skills_dir, skills.digest).digest
+    out: dict[str, InputIdentity] = {}
+    unusable: dict[str, str] = {}
+    for task in task_ids:
+        b_md, o_md, g_md = (stored[a].get(task) for a in INPUT_ASSETS)
+        if not (b_md and o_md and g_md):
+            unusable[task] = "inputs never materialized"
+            continue
+        try:
+            bound = binding_mod.load(Path(str(b_md["record_path"])))
+        except (OSError, ValueError):
+            unusable[task] = "binding record unreadable"
+            continue
+        if (
+            o_md.get("digest") != bound.oracle_digest
+            or g_md.get("source_sha") != bound.resolved_sha
+        ):
+            unusable[task] = "inputs out of step with task_bindings"
+            continue
+        if bound.task_file_digest != _task_file_digest(bench, task):
+            unusable[task] = "task file changed since binding"
+            continue
+        snapshot, _ = oracle_mod.capture(bench.task(task), bench.config.limits)
+        if snapshot.digest != bound.oracle_digest:
+            unusable[task] = "oracle files changed since binding"
+            continue
+        out[task] = InputIdentity(
+            binding=bound,
+            oracle_digest=str(o_md["digest"]),
+            graph_digest=str(g_md["graph_digest"]),
+            sanitized_sha=str(g_md["sanitized_sha"]),
+            skills_digest=skills.digest,
+            overlay_digest=overlay_digest,
+        )
+    return out, unusable
+
+
+def plan_cells(
+    bench: Benchmark,
+    instance: dg.DagsterInstance,
+    artifacts: ArtifactStore,
+    *,
+    generation: str,
+    candidate: str | None,
+    arms: list[str],
+    now: dt.datetime,
+    progress: Callable[[str], None] = lambda m: None,
+) -> list[PlannedCell]:
+    """Plan every task's cells of ``arms`` at once, as the generation would (``wfbench plan``).
+
+    Input identities come from the stored input assets (:func:`stored_input_identities`); a
+    task whose stored inputs cannot stand for it now is built directly instead
+    (:func:`~bench_assets.cells.build_cell_inputs`, the only case that runs git), and said so.
+    """
+    task_ids = bench.task_ids()
+    identities: dict[str, CellInputs | InputIdentity] = {}
+    stored, unusable = stored_input_identities(instance, bench, task_ids, candidate=candidate)
+    identities.update(stored)
+    for task, why in sorted(unusable.items()):
+        progress(f"{task}: {why}; building its inputs directly (`wfbench inputs` stores them)")
+        identities[task] = build_cell_inputs(bench, task, artifacts, candidate=candidate)
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    keys = [(t, a, r) for t in task_ids for a in arms for r in range(bench.config.runs)]
+    prior = prior_cells(instance, None, keys, roles)
+    ordered = {t: identities[t] for t in task_ids}
+    return _plan(bench, ordered, prior, generation, now, arms)

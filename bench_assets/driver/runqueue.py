@@ -1,0 +1,418 @@
+"""How the driver pays for work: materializations as Dagster runs, through one interface.
+
+:class:`QueueExecutor` is the production path. Each job (one task's inputs, one cell) becomes a
+run of the code location's asset job, submitted to the instance's run coordinator — with
+``dagster_home/dagster.yaml`` that is the ``QueuedRunCoordinator``, so the ``agent_sessions`` and
+``graph_build`` pools bound concurrency across every source (a generation, the UI, a sensor) and
+the configured run launcher starts the runs (a local subprocess by default; Kubernetes, Docker or
+ECS in a deployment, see ``deploy/``). A generation's runs carry the ``wfbench/generation`` tag, so
+the UI lists them live and cancelling one there cancels the cell. The runs need a daemon to leave
+the queue: when no healthy ``dagster-daemon`` heartbeats on the instance, the executor starts one
+for its own duration (through :func:`bench_assets.sandbox.start_service`) and stops it at the end.
+
+:class:`InProcessExecutor` materializes each job in this process, one after another — for tests
+and debugging (``wfbench evolve --in-process``): same assets, same records, no queue.
+
+Both answer :meth:`submit` with a run id and :meth:`poll` with the jobs that finished since the
+last call, so the generation loop (:mod:`bench_assets.driver.evolve`) does not know which it has.
+"""
+
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Protocol
+
+import dagster as dg
+import yaml
+
+from bench_assets import sandbox
+from bench_assets.driver.instance import StepFailed, materialize
+from bench_assets.errors import error_class
+from bench_assets.fsutil import atomic_write_text
+
+ASSET_JOB = "__ASSET_JOB"
+REPOSITORY = "__repository__"
+LOCATION = "bench_assets"
+DEFS_MODULE = "bench_assets.definitions"
+DAEMON_START_TIMEOUT_S = 60.0
+HEARTBEAT_FRESH_S = 75.0
+"""A daemon's heartbeat (every 30 s) older than this means no daemon is dequeuing."""
+DAEMON_RECHECK_S = 30.0
+POLL_INTERVAL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Job:
+    """One materialization: assets of one partitioning, one partition, its config and tags."""
+
+    assets: tuple[str, ...]
+    partition: str | None
+    op_config: Mapping[str, Any] = field(default_factory=dict)
+    tags: Mapping[str, str] = field(default_factory=dict)
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A job that ended: its run, whether it succeeded, and why not."""
+
+    job: Job
+    run_id: str
+    ok: bool
+    failure: StepFailed | None = None
+    canceled: bool = False
+
+
+class Executor(Protocol):
+    """What the generation loop needs from a way of running jobs."""
+
+    def submit(self, job: Job) -> str: ...
+
+    def poll(self, timeout_s: float) -> list[Finished]: ...
+
+    def pending(self) -> int: ...
+
+    def cancel_all(self) -> list[str]: ...
+
+
+def _run_config(job: Job, tasks_dir: str, artifact_root: str) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "resources": {"bench": {"config": {"tasks_dir": tasks_dir, "artifact_root": artifact_root}}}
+    }
+    if job.op_config:
+        cfg["ops"] = {name: {"config": dict(c)} for name, c in job.op_config.items()}
+    return cfg
+
+
+class InProcessExecutor:
+    """Materialize jobs in this process, one per :meth:`poll`, in submission order (tests)."""
+
+    def __init__(self, instance: dg.DagsterInstance, *, tasks_dir: str, artifact_root: str):
+        self.instance = instance
+        self.tasks_dir = tasks_dir
+        self.artifact_root = artifact_root
+        self._queue: list[Job] = []
+
+    def __enter__(self) -> "InProcessExecutor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, job: Job) -> str:
+        """Queue the job; it runs at the next :meth:`poll` (no run id yet)."""
+        self._queue.append(job)
+        return ""
+
+    def pending(self) -> int:
+        return len(self._queue)
+
+    def poll(self, timeout_s: float) -> list[Finished]:
+        """Run the next queued job to its end."""
+        from bench_assets.defs.resources import BenchResource
+
+        if not self._queue:
+            return []
+        job = self._queue.pop(0)
+        resources = {
+            "bench": BenchResource(tasks_dir=self.tasks_dir, artifact_root=self.artifact_root)
+        }
+        try:
+            materialize(
+                self.instance,
+                assets_by_name(self.tasks_dir, job.assets),
+                resources,
+                partition_key=job.partition,
+                op_config={k: dict(v) for k, v in job.op_config.items()} or None,
+                tags=dict(job.tags) or None,
+            )
+            failure = None
+        except StepFailed as e:
+            failure = e
+        runs = self.instance.get_runs(limit=1)
+        run_id = runs[0].run_id if runs else ""
+        return [Finished(job, run_id, failure is None, failure)]
+
+    def cancel_all(self) -> list[str]:
+        """Drop every job not yet run."""
+        dropped = [j.label for j in self._queue]
+        self._queue.clear()
+        return dropped
+
+
+class QueueExecutor:
+    """Submit jobs to the instance's run coordinator and follow their runs.
+
+    Args:
+        instance: The Dagster instance (its ``dagster.yaml`` chooses coordinator and launcher).
+        tasks_dir: The benchmark directory, passed to every run as resource config and to the
+            code location as ``WFBENCH_TASKS`` (the cell partitions come from its bench.yaml).
+        artifact_root: The shared artifact root every run writes to.
+        workspace: A workspace file naming the code location (e.g. a gRPC code server in a
+            deployment); default: the ``bench_assets.definitions`` module, loaded locally.
+        start_daemon: Start a daemon for the executor's lifetime when none is healthy.
+    """
+
+    def __init__(
+        self,
+        instance: dg.DagsterInstance,
+        *,
+        tasks_dir: str,
+        artifact_root: str,
+        workspace: Path | None = None,
+        start_daemon: bool = True,
+        progress: Any = None,
+    ):
+        self.instance = instance
+        self.tasks_dir = tasks_dir
+        self.artifact_root = artifact_root
+        self.workspace = workspace
+        self.start_daemon = start_daemon
+        self.progress = progress or (lambda m: None)
+        self._jobs: dict[str, Job] = {}
+        self._plans: dict[tuple[str, ...], Any] = {}
+        self._daemon: sandbox.Service | None = None
+        self._wpc: Any = None
+        self._ctx: Any = None
+        self._checked = time.monotonic()
+        self._workspace_path = Path()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def _workspace_file(self) -> Path:
+        """The workspace both this process and a daemon it starts load (same location name)."""
+        if self.workspace is not None:
+            return self.workspace
+        path = Path(self.instance.root_directory) / "wfbench-workspace.yaml"
+        body = {
+            "load_from": [
+                {
+                    "python_module": {
+                        "module_name": DEFS_MODULE,
+                        "working_directory": os.getcwd(),
+                        "location_name": LOCATION,
+                    }
+                }
+            ]
+        }
+        atomic_write_text(path, yaml.safe_dump(body, sort_keys=False))
+        return path
+
+    def __enter__(self) -> "QueueExecutor":
+        from dagster._core.workspace.context import WorkspaceProcessContext
+
+        os.environ["WFBENCH_TASKS"] = self.tasks_dir
+        if self.artifact_root:
+            os.environ["WFBENCH_ARTIFACTS"] = self.artifact_root
+        from dagster._core.workspace.load_target import WorkspaceFileTarget
+
+        self._workspace_path = self._workspace_file()
+        self._wpc = WorkspaceProcessContext(
+            self.instance, WorkspaceFileTarget([str(self._workspace_path)])
+        )
+        self._wpc.__enter__()
+        self._ctx = self._wpc.create_request_context()
+        error = self._ctx.get_code_location_error(LOCATION)
+        if error is not None:
+            self.__exit__(None, None, None)
+            raise StepFailed("code location", "CodeLocationError", error.message.strip())
+        if self.start_daemon and not self.daemon_healthy():
+            self._start_daemon()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is not None and self._jobs:
+            # Ctrl-C, SIGTERM or a failure: nothing submitted may outlive the generation.
+            self.cancel_all()
+        if self._daemon is not None:
+            self._daemon.stop()
+            self._daemon = None
+        if self._wpc is not None:
+            self._wpc.__exit__(exc_type, exc, tb)
+            self._wpc = None
+
+    def daemon_healthy(self) -> bool:
+        """A daemon dequeues this instance's runs right now.
+
+        Dagster's own health check tolerates a heartbeat 30 minutes old; a daemon that died a
+        minute ago must not be trusted with a generation, so a heartbeat counts only while it is
+        younger than two heartbeat intervals and a margin.
+        """
+        beat = self.instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
+        return beat is not None and time.time() - beat.timestamp <= HEARTBEAT_FRESH_S
+
+    def _start_daemon(self) -> None:
+        exe = Path(sys.executable).parent / "dagster-daemon"
+        env = dict(os.environ)
+        env["DAGSTER_HOME"] = str(self.instance.root_directory)
+        log = Path(self.instance.root_directory) / "wfbench-logs" / "daemon.log"
+        self.progress(f"starting a dagster-daemon for this generation (log: {log})")
+        self._daemon = sandbox.start_service(
+            [str(exe), "run", "-w", str(self._workspace_path)], env=env, cwd=Path.cwd(), log=log
+        )
+        deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
+        while not self.daemon_healthy():
+            if not self._daemon.alive():
+                raise StepFailed(
+                    "daemon", "DaemonError", f"dagster-daemon exited at start; see {log}"
+                )
+            if time.monotonic() > deadline:
+                raise StepFailed(
+                    "daemon", "DaemonError", f"dagster-daemon not healthy in 60 s; see {log}"
+                )
+            time.sleep(0.5)
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def submit(self, job: Job) -> str:
+        """Create the run and hand it to the run coordinator (queued until a slot is free)."""
+        from dagster._core.definitions.selector import JobSubsetSelector
+
+        keys = frozenset(dg.AssetKey(a) for a in job.assets)
+        location = self._ctx.get_code_location(LOCATION)
+        repo = location.get_repository(REPOSITORY)
+        if job.assets not in self._plans:
+            selector = JobSubsetSelector(
+                location_name=location.name,
+                repository_name=repo.name,
+                job_name=ASSET_JOB,
+                op_selection=None,
+                asset_selection=keys,
+            )
+            remote_job = location.get_job(selector)
+            plan = location.get_execution_plan(
+                remote_job,
+                _run_config(job, self.tasks_dir, self.artifact_root),
+                step_keys_to_execute=None,
+                known_state=None,
+                instance=self.instance,
+            )
+            self._plans[job.assets] = (remote_job, plan.execution_plan_snapshot)
+        remote_job, snapshot = self._plans[job.assets]
+        tags = {**remote_job.tags, **dict(job.tags)}
+        if job.partition is not None:
+            tags["dagster/partition"] = job.partition
+        run = self.instance.create_run(
+            job_name=remote_job.name,
+            run_id=None,
+            run_config=_run_config(job, self.tasks_dir, self.artifact_root),
+            resolved_op_selection=remote_job.resolved_op_selection,
+            step_keys_to_execute=snapshot.step_keys_to_execute,
+            op_selection=None,
+            status=None,
+            root_run_id=None,
+            parent_run_id=None,
+            tags=tags,
+            job_snapshot=remote_job.job_snapshot,
+            execution_plan_snapshot=snapshot,
+            parent_job_snapshot=remote_job.parent_job_snapshot,
+            remote_job_origin=remote_job.get_remote_origin(),
+            job_code_origin=remote_job.get_python_origin(),
+            asset_selection=keys,
+            asset_check_selection=None,
+            asset_graph=repo.asset_graph,
+        )
+        self.instance.submit_run(run.run_id, self._ctx)
+        self._jobs[run.run_id] = job
+        return run.run_id
+
+    def pending(self) -> int:
+        return len(self._jobs)
+
+    def poll(self, timeout_s: float) -> list[Finished]:
+        """Wait up to ``timeout_s`` for at least one submitted run to end; return those that did."""
+        deadline = time.monotonic() + timeout_s
+        if (
+            self.start_daemon
+            and self._daemon is None
+            and time.monotonic() - self._checked > DAEMON_RECHECK_S
+        ):
+            self._checked = time.monotonic()
+            if not self.daemon_healthy():
+                self._start_daemon()  # the daemon we relied on stopped heartbeating
+        while self._jobs:
+            runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
+            ended = [r for r in runs if r.is_finished]
+            if ended:
+                return [self._finished(r) for r in ended]
+            if self._daemon is not None and not self._daemon.alive():
+                raise StepFailed(
+                    "daemon", "DaemonError", "the dagster-daemon started for this run died"
+                )
+            if time.monotonic() >= deadline:
+                return []
+            time.sleep(POLL_INTERVAL_S)
+        return []
+
+    def _finished(self, run: Any) -> Finished:
+        job = self._jobs.pop(run.run_id)
+        if run.status == dg.DagsterRunStatus.SUCCESS:
+            return Finished(job, run.run_id, True)
+        if run.status == dg.DagsterRunStatus.CANCELED:
+            return Finished(
+                job,
+                run.run_id,
+                False,
+                StepFailed(run.run_id, "RunCanceled", "run canceled"),
+                canceled=True,
+            )
+        return Finished(job, run.run_id, False, run_failure(self.instance, run.run_id))
+
+    def cancel_all(self) -> list[str]:
+        """Cancel every run still queued or running (their sessions' process groups end)."""
+        ids = list(self._jobs)
+        for run_id in ids:
+            try:
+                self.instance.run_coordinator.cancel_run(run_id)
+            except Exception:  # a run that finished meanwhile, or a launcher that cannot reach it
+                continue
+        return ids
+
+
+def run_failure(instance: dg.DagsterInstance, run_id: str) -> StepFailed:
+    """A failed run's step error: the wfbench error in its cause chain, else the innermost."""
+    for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):
+        for rec in instance.get_records_for_run(run_id, of_type=kind).records:
+            ev = rec.event_log_entry.dagster_event
+            err = getattr(ev.event_specific_data, "error", None) if ev else None
+            chain = []
+            while err is not None:
+                chain.append(err)
+                err = err.cause
+            if chain:
+                ours = [c for c in chain if c.cls_name and error_class(c.cls_name) is not None]
+                chosen = ours[0] if ours else chain[-1]
+                step = (ev.step_key if ev else None) or run_id
+                return StepFailed(step, chosen.cls_name or "Error", chosen.message.strip())
+    return StepFailed(run_id, "RunFailure", f"run {run_id} failed without a step error")
+
+
+def assets_by_name(tasks_dir: str, names: tuple[str, ...]) -> list[Any]:
+    """The asset definitions named (cell assets built with the cell keys of ``tasks_dir``)."""
+    from bench_assets.defs import decision, inputs
+    from bench_assets.defs.cells import bench_cell_keys, build_cell_assets, candidate_overlay
+
+    known: dict[str, Any] = {
+        a.key.to_user_string(): a
+        for a in (
+            inputs.incumbent_skills,
+            inputs.task_bindings,
+            inputs.oracle_snapshots,
+            inputs.sanitized_graphs,
+            candidate_overlay,
+            decision.aggregates,
+            decision.promotion_decision,
+            decision.benchmark_report,
+            *build_cell_assets(*bench_cell_keys(tasks_dir)),
+        )
+    }
+    return [known[n] for n in names]

@@ -1,0 +1,235 @@
+"""What makes a generation a transaction (used by :mod:`bench_assets.driver.evolve`).
+
+* its **evidence set**: :func:`manifest_cells` turns a task's plan into the manifest cells the
+  decision will consume, :func:`candidates` lists a partition's materializations for
+  :func:`bench_assets.manifest.accept`, and :func:`missing_evidence` says which planned cells have
+  none (``wfbench decide --generation`` refuses until there are none);
+* **resume**: :func:`unfinished` finds a planned generation without a decision,
+  :func:`orphan_record` a record a killed run wrote but Dagster never recorded, and
+  :func:`clear_orphans` ends runs a dead driver left queued or started;
+* **inputs that cannot change under it**: :func:`verify_stored_inputs` re-verifies stored oracle
+  snapshots and templates before anything is paid, and :func:`require_tasks_unchanged` aborts a
+  generation whose benchmark files were edited while it ran.
+"""
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+
+from bench_assets import ledger as ledger_mod
+from bench_assets.catalog import Benchmark
+from bench_assets.defs.resources import latest_metadata, partition_materializations
+from bench_assets.driver.runqueue import Executor
+from bench_assets.errors import InputError, RecordCorrupt
+from bench_assets.hashing import tree_manifest
+from bench_assets.inputs import discard_stored, stored_input_faults
+from bench_assets.manifest import (
+    Candidate,
+    ManifestCell,
+    ManifestHeader,
+    accept,
+    load_complete,
+    load_header,
+)
+from bench_assets.oracle import OracleSnapshot
+from bench_assets.planner import PlannedCell
+from bench_assets.records import load_record
+from bench_assets.store import ArtifactStore
+
+GEN_TAG = "wfbench/generation"
+"""The run tag naming the generation a run belongs to (the UI filters a generation by it)."""
+
+
+def candidates(instance: dg.DagsterInstance, cell: ManifestCell) -> list[Candidate]:
+    """The partition's materializations, newest first, as evidence candidates."""
+    key = str(dg.MultiPartitionKey({"task": cell.task, "cell": cell.cell}))
+    out = []
+    for md in partition_materializations(instance, cell.asset, key):
+        if md.get("record_path") and md.get("run_id"):
+            out.append(
+                Candidate(
+                    run_id=str(md["run_id"]),
+                    data_version=md.get("data_version"),
+                    record_path=str(md["record_path"]),
+                )
+            )
+    return out
+
+
+def orphan_record(
+    artifacts: ArtifactStore, cell: ManifestCell, generation: str, known: list[Candidate]
+) -> str:
+    """A finished record of this cell, identity and generation that Dagster never recorded.
+
+    A cell's commit point is its ``record.json``; a kill between that write and Dagster's event
+    log leaves the session paid but unrecorded. Its record id, or ``""`` when there is none. A
+    record some materialization already names is never adopted (if it was refused as evidence,
+    e.g. edited after it was written, adopting it would launder it).
+    """
+    folder = artifacts.cells_root() / cell.task / cell.cell
+    named = {str(Path(c.record_path).resolve()) for c in known}
+    for path in sorted(folder.glob("*/record.json"), reverse=True):
+        if str(path.resolve()) in named:
+            continue
+        try:
+            rec = load_record(path)
+        except RecordCorrupt:
+            continue
+        if (
+            rec.generation == generation
+            and rec.identity_digest == cell.identity_digest
+            and not rec.ad_hoc
+        ):
+            return rec.record_id
+    return ""
+
+
+def manifest_cells(plan: list[PlannedCell], prior: dict[Any, Any]) -> list[ManifestCell]:
+    """The evidence a task's plan commits the decision to."""
+    out = []
+    for pc in plan:
+        before = prior.get((pc.task, pc.arm, pc.run)) if pc.action == "reuse" else None
+        out.append(
+            ManifestCell(
+                task=pc.task,
+                cell=pc.cell,
+                asset="candidate_cells" if pc.role == "candidate" else "comparator_cells",
+                role=pc.role,
+                identity_digest=pc.identity_digest,
+                action="reuse" if before is not None else "run",
+                kind=pc.kind,
+                source_run_id=before.run_id if before is not None else None,
+                source_data_version=before.data_version if before is not None else None,
+            )
+        )
+    return out
+
+
+def missing_evidence(
+    instance: dg.DagsterInstance, artifacts: ArtifactStore, generation: str
+) -> dict[str, str] | None:
+    """Planned cells of ``generation`` without acceptable evidence (``"task cell"`` → why).
+
+    ``None`` when the generation has no manifest (planned before manifests, or ad hoc).
+
+    Raises:
+        InputError: The generation's planning never finished.
+    """
+    manifest = load_complete(artifacts.generation(generation))
+    if manifest is None:
+        return None
+    out = {}
+    for mc in manifest.cells():
+        ok, why = accept(mc, generation, candidates(instance, mc))
+        if ok is None:
+            out[f"{mc.task} {mc.cell}"] = why
+    return out
+
+
+WATCH_EXCLUDE = frozenset({"__pycache__", ".pytest_cache", ".git", "candidates"})
+"""Not watched for edits during a generation: build litter, and candidate overlays (the one this
+generation evaluates is snapshotted by the ``candidate_overlay`` asset at its start)."""
+
+
+def tasks_changes(root: Path, folder: Path) -> list[str]:
+    """Files of the benchmark directory added, removed or edited since the generation started."""
+    path = folder / "tasks-files.json"
+    if not path.exists():  # a generation planned before its files were recorded
+        return []
+    before = {e["path"]: e for e in json.loads(path.read_text(encoding="utf-8"))}
+    now = {e["path"]: e for e in tree_manifest(root, exclude=WATCH_EXCLUDE)}
+    return sorted(p for p in set(before) | set(now) if before.get(p) != now.get(p))
+
+
+def require_tasks_unchanged(root: Path, folder: Path, ex: Executor | None = None) -> None:
+    """Abort the generation (cancelling its runs) if its benchmark files changed under it.
+
+    Cells must be graded with the files their records name; a task edited mid-generation would
+    grade later cells with the edited ``verify`` while their records claim the old digests.
+    """
+    changed = tasks_changes(root, folder)
+    if changed:
+        if ex is not None:
+            ex.cancel_all()
+        raise InputError(
+            f"{root}: changed during the generation ({', '.join(changed[:5])}"
+            f"{' …' if len(changed) > 5 else ''}); its cells must be graded with the files it "
+            "started with: restore them and run `wfbench evolve` to resume, or remove "
+            f"{folder} to abandon the generation"
+        )
+
+
+def verify_stored_inputs(
+    instance: dg.DagsterInstance,
+    bench: Benchmark,
+    artifacts: ArtifactStore,
+    progress: Callable[[str], None],
+) -> None:
+    """Before anything is paid: every task's stored oracle snapshot and template still verify.
+
+    A corrupted one is discarded, so this generation's input run builds it again from the task
+    (and fails closed, naming the file, if the task's own files no longer match its binding).
+    """
+    for task in bench.task_ids():
+        oracle_md = latest_metadata(instance, "oracle_snapshots", task)
+        graph_md = latest_metadata(instance, "sanitized_graphs", task)
+        snapshot = None
+        if oracle_md.get("record_path") and Path(str(oracle_md["record_path"])).is_file():
+            text = Path(str(oracle_md["record_path"])).read_text(encoding="utf-8")
+            try:
+                snapshot = OracleSnapshot.model_validate_json(text)
+            except ValueError:
+                snapshot = None
+        sha = str(graph_md["sanitized_sha"]) if graph_md.get("sanitized_sha") else None
+        for path, why in stored_input_faults(artifacts, snapshot, sha):
+            progress(f"{task}: stored input {path} failed verification ({why}); rebuilding it")
+            discard_stored(path)
+
+
+def unfinished(artifacts: ArtifactStore) -> ManifestHeader | None:
+    """The newest planned generation that has no decision in the ledger yet (to resume)."""
+    root = artifacts.root / "generations"
+    if not root.is_dir():
+        return None
+    decided = set()
+    if artifacts.ledger().exists():
+        decided = {e.generation for e in ledger_mod.read(artifacts.ledger()) if e.generation}
+    for folder in sorted(root.iterdir(), reverse=True):
+        header = load_header(folder)
+        if header is not None and header.generation not in decided:
+            return header
+    return None
+
+
+def clear_orphans(instance: dg.DagsterInstance, progress: Callable[[str], None]) -> None:
+    """End runs a dead generation left behind (we hold the writer lock: none is live).
+
+    Queued runs are canceled; started ones are terminated through the run launcher, and any that
+    cannot be reached (their worker died with the old driver) are marked failed, so the UI and
+    the next plan see no phantom in-flight cell.
+    """
+    pending = [
+        dg.DagsterRunStatus.QUEUED,
+        dg.DagsterRunStatus.NOT_STARTED,
+        dg.DagsterRunStatus.STARTING,
+        dg.DagsterRunStatus.STARTED,
+        dg.DagsterRunStatus.CANCELING,
+    ]
+    runs = [
+        r for r in instance.get_runs(filters=dg.RunsFilter(statuses=pending)) if GEN_TAG in r.tags
+    ]
+    for run in runs:
+        try:
+            instance.run_coordinator.cancel_run(run.run_id)
+        except Exception:  # the launcher cannot reach a worker that died with the old driver
+            pass
+        again = instance.get_run_by_id(run.run_id)
+        if again is not None and not again.is_finished:
+            instance.report_run_failed(
+                again, "wfbench: the generation driver that launched this run is gone"
+            )
+    if runs:
+        progress(f"ended {len(runs)} run(s) left by an interrupted generation")

@@ -1,0 +1,309 @@
+"""The gate's data: its input (:class:`GateInput` of :class:`RunOutcome` cells and canary pairs),
+the :class:`Decision` it returns with every :class:`Finding`, per-task :class:`TaskRow` and
+statistics, and the literal types naming decisions, effects and rules.
+
+All models are frozen and forbid extra fields, so a stored decision parses back exactly.
+"""
+
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.models import PolicyConfig
+
+SCHEMA_VERSION = 1
+"""Version of the :class:`Decision` JSON layout."""
+
+DecisionKind = Literal["promote", "keep_incumbent", "insufficient_evidence"]
+Effect = Literal["insufficient", "keep", "inconclusive", "pass", "info"]
+"""What a finding does to the decision (see the precedence in :mod:`bench_assets.gate`)."""
+Rule = Literal[
+    "aborted",
+    "expired",
+    "future_evidence",
+    "model_unnamed",
+    "no_tasks",
+    "missing_arm",
+    "min_runs",
+    "exclusions",
+    "unequal_runs",
+    "metric_unmeasured",
+    "metric_zero",
+    "no_gated",
+    "gated_share",
+    "quality_floor",
+    "spend_cap",
+    "evidence_base",
+    "resolve_regression",
+    "oracle_floor",
+    "efficiency_cap",
+    "resolution_margin",
+    "median_improvement",
+    "too_few_tasks",
+    "noninferiority",
+    "cost_improvement",
+    "hard_regression",
+    "sign_test",
+    "noise_floor",
+]
+"""Stable identifiers of the gate's rules; :attr:`Finding.rule`."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# input
+
+
+class RunOutcome(_Model):
+    """What the gate needs from one cell record."""
+
+    task: str = Field(min_length=1)
+    arm: str = Field(min_length=1)
+    run: int = Field(ge=0)
+    resolved: bool
+    error_kind: ErrorKind | None
+    metric: float | None = Field(ge=0, allow_inf_nan=False)
+    """The policy metric of this run; ``None`` = unmeasured (never read as 0)."""
+    reused: bool
+    generation: str | None
+    record_id: str = Field(min_length=1)
+    data_version: str = Field(min_length=1)
+    recorded_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _resolved_has_no_error(self) -> "RunOutcome":
+        if self.resolved and self.error_kind is not None:
+            raise ValueError(
+                f"{self.task}/{self.arm}.r{self.run}: a resolved run cannot carry error kind "
+                f"{self.error_kind}"
+            )
+        return self
+
+
+class CanaryPair(_Model):
+    """A comparator cell paid fresh this generation, next to the record it would have reused."""
+
+    task: str = Field(min_length=1)
+    arm: str = Field(min_length=1)
+    run: int = Field(ge=0)
+    fresh: float | None = Field(ge=0, allow_inf_nan=False)
+    reused: float | None = Field(ge=0, allow_inf_nan=False)
+
+
+class GateInput(_Model):
+    """Everything a decision rests on; storing it lets anyone recompute the decision."""
+
+    policy: PolicyConfig
+    model: str
+    """The benchmark model; a blank one makes the evidence insufficient."""
+    incumbent_arm: str = Field(min_length=1)
+    candidate_arm: str = Field(min_length=1)
+    tasks: list[str]
+    """The planned task ids."""
+    outcomes: list[RunOutcome]
+    aborted: bool
+    now: AwareDatetime
+    max_age_days: int = Field(ge=0)
+    canaries: list[CanaryPair] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "GateInput":
+        if self.incumbent_arm == self.candidate_arm:
+            raise ValueError("incumbent and candidate arms must differ")
+        if len(set(self.tasks)) != len(self.tasks):
+            raise ValueError("planned tasks must be unique")
+        planned = set(self.tasks)
+        arms = {self.incumbent_arm, self.candidate_arm}
+        seen: set[tuple[str, str, int]] = set()
+        for o in self.outcomes:
+            key = (o.task, o.arm, o.run)
+            if key in seen:
+                raise ValueError(f"duplicate outcome for {o.task}/{o.arm}.r{o.run}")
+            seen.add(key)
+            if o.arm not in arms:
+                raise ValueError(f"outcome of arm {o.arm!r} is neither incumbent nor candidate")
+            if o.task not in planned:
+                raise ValueError(f"outcome for task {o.task!r}, which is not planned")
+        return self
+
+
+# ------------------------------------------------------------------------------------------------
+# output
+
+
+class ArmSummary(_Model):
+    """One arm on one task."""
+
+    runs: int
+    valid_runs: int
+    excluded_runs: int
+    resolved: int
+    rate: float | None
+    """resolved / valid runs; ``None`` without valid runs."""
+    median_metric: float | None
+    """Median over valid runs; ``None`` when any valid run is unmeasured or none is valid."""
+    geomean_metric: float | None
+    """Geometric mean over valid runs (paired); ``None`` when unmeasured or any value is 0."""
+    unmeasured_runs: int
+    reused_runs: int
+    error_kinds: dict[str, int]
+
+
+class TaskRow(_Model):
+    """One planned task: the numbers and why it counted or not."""
+
+    task: str
+    incumbent: ArmSummary
+    candidate: ArmSummary
+    incumbent_resolved: str
+    """``resolved/valid`` as the original report printed it."""
+    candidate_resolved: str
+    rate_difference: float | None
+    """Candidate rate − incumbent rate."""
+    improvement_pct: float | None
+    """round(100·(incumbent − candidate)/incumbent median, 1); positive = candidate cheaper."""
+    log_ratio: float | None
+    """log(candidate / incumbent geometric mean); negative = candidate cheaper."""
+    gated: bool
+    skill_attributable: bool
+    quality_floor_enforced: bool
+    counted: bool
+    """Entered the policy's statistics."""
+    why: str
+
+
+class Finding(_Model):
+    """One rule's verdict."""
+
+    rule: Rule
+    effect: Effect
+    task: str | None
+    message: str
+
+
+class Bounds(_Model):
+    """A point estimate with one-sided bounds at ``level`` (together a (2·level − 1) interval)."""
+
+    estimate: float
+    lower: float
+    upper: float
+    level: float
+
+
+class NonInferiority(_Model):
+    """Task-cluster bootstrap of the mean per-task resolve-rate difference (candidate − inc)."""
+
+    tasks: int
+    difference: Bounds
+    margin: float
+    bootstrap_samples: int
+    seed: int
+    verdict: Literal["non_inferior", "inferior", "inconclusive"]
+
+
+class CostTest(_Model):
+    """Paired t test on per-task log(candidate/incumbent) metric ratios."""
+
+    tasks: int
+    log_ratio: Bounds
+    sd: float
+    df: int
+    t_statistic: float | None
+    """``None`` when every task has the same log ratio (zero spread)."""
+    p_value_two_sided: float
+    p_value_cheaper: float
+    """One-sided: the candidate is cheaper."""
+    improvement: Bounds
+    """1 − exp(log ratio): the relative saving and its bounds."""
+    required_improvement: float
+    verdict: Literal["improved", "not_improved", "inconclusive"]
+
+
+class SignTest(_Model):
+    """Exact two-sided sign test over discordant tasks."""
+
+    wins: int
+    """Tasks where the candidate did better."""
+    losses: int
+    ties: int
+    p_value: float
+
+
+class NoiseFloor(_Model):
+    """log(fresh/reused) over canary pairs: this generation's incumbent against its old record."""
+
+    pairs: int
+    measured_pairs: int
+    mean_log_ratio: float | None
+    """Drift between the fresh and the reused evidence."""
+    rms_log_ratio: float | None
+    """Run-level noise floor."""
+
+
+class PairedStatistics(_Model):
+    """The paired policy's statistics over the counted tasks."""
+
+    counted_tasks: int
+    resolve: NonInferiority | None
+    cost: CostTest | None
+    hard_regressions: list[str]
+    resolve_sign_test: SignTest
+    cost_sign_test: SignTest
+    noise_floor: NoiseFloor | None
+
+
+class StrictStatistics(_Model):
+    """The original harness's set-level numbers (computed for both policies)."""
+
+    tasks: int
+    gated_tasks: int
+    ungated_tasks: list[str]
+    gated_share: float | None
+    median_improvement_pct: float | None
+    resolution_margin: int
+
+
+class EvidenceCell(_Model):
+    """One cell the decision read, for lineage."""
+
+    task: str
+    arm: str
+    run: int
+    record_id: str
+    data_version: str
+    generation: str | None
+    reused: bool
+    recorded_at: AwareDatetime
+    error_kind: ErrorKind | None
+    excluded: bool
+    task_counted: bool
+
+
+class Decision(_Model):
+    """The gate's output."""
+
+    schema_version: int = SCHEMA_VERSION
+    decision: DecisionKind
+    policy_name: Literal["paired", "strict"]
+    policy: PolicyConfig
+    model: str
+    incumbent_arm: str
+    candidate_arm: str
+    metric: str
+    metric_warning: str | None
+    aborted: bool
+    now: AwareDatetime
+    max_age_days: int
+    evidence_oldest: AwareDatetime | None
+    evidence_expires_at: AwareDatetime | None
+    """When the oldest evidence passes ``max_age_days``."""
+    reasons: list[str]
+    findings: list[Finding]
+    tasks: list[TaskRow]
+    strict: StrictStatistics
+    paired: PairedStatistics | None
+    evidence: list[EvidenceCell]

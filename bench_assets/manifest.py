@@ -1,0 +1,247 @@
+"""A generation's evidence set: the manifest, written as cells are planned, read by the decision.
+
+A decision must rest on exactly the cells planned for its generation, each verified — never on
+"the latest record of each partition", which after a kill, a failed cell or a concurrent run can
+be another candidate's. So planning writes, per task, the cells the decision will use
+(:class:`ManifestCell`: key, role, the identity digest the evidence must have, and for a reused
+cell the run and data version it is reused from) into ``generations/<g>/tasks/<task>.json``
+beside a header (:class:`ManifestHeader`: candidate, overlay and skills digests, the tasks
+snapshot). The decision reads them back (:func:`load_manifest`) and, per cell, accepts only a
+materialization that :func:`accept` verifies:
+
+* a **reused** cell: the materialization of the named run, with the named data version;
+* a **paid** cell: a materialization whose record was made in this generation;
+* always: the record file's content digest equals the materialization's data version (a record
+  edited after it was written, or truncated, is refused), its identity digest equals the planned
+  one (a candidate cell's identity includes the overlay digest, so another candidate's cell never
+  passes), and it is not an ad-hoc cell.
+
+Anything else is missing evidence, named, and the gate can only answer ``insufficient_evidence``.
+"""
+
+import datetime as dt
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from bench_assets.errors import InputError, RecordCorrupt
+from bench_assets.fsutil import atomic_write_json, read_model
+from bench_assets.records import CellRecord, load_record
+
+SCHEMA_VERSION = 1
+
+
+class _Doc(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+D = TypeVar("D", bound=_Doc)
+
+
+class ManifestHeader(_Doc):
+    """What a generation is about; written once, before any cell is paid."""
+
+    schema_version: Literal[1] = 1
+    generation: str
+    candidate: str
+    overlay_digest: str
+    skills_digest: str
+    tasks: list[str]
+    """Every task the generation plans (its manifest is complete when each has a task file)."""
+    tasks_dir: str
+    """The benchmark directory the generation's runs read (its snapshot)."""
+    tasks_digest: str
+    """Content digest of that directory when the generation started."""
+    created_at: str
+
+
+class ManifestCell(_Doc):
+    """One cell the decision will use, and the evidence it must have."""
+
+    task: str
+    cell: str
+    asset: Literal["comparator_cells", "candidate_cells"]
+    role: Literal["comparator", "candidate"]
+    identity_digest: str
+    action: Literal["run", "reuse"]
+    kind: str
+    """The planner's reason kind (``missing``, ``canary``, ``reusable``, ...)."""
+    source_run_id: str | None = None
+    """For a reused cell: the run whose materialization is the evidence."""
+    source_data_version: str | None = None
+
+
+class TaskManifest(_Doc):
+    """The planned cells of one task."""
+
+    schema_version: Literal[1] = 1
+    generation: str
+    task: str
+    cells: list[ManifestCell]
+
+
+class Manifest(_Doc):
+    """A generation's whole evidence set."""
+
+    header: ManifestHeader
+    tasks: dict[str, TaskManifest]
+
+    @property
+    def complete(self) -> bool:
+        """Every task of the generation has been planned."""
+        return all(t in self.tasks for t in self.header.tasks)
+
+    def cells(self) -> list[ManifestCell]:
+        """Every planned cell, by task then cell key."""
+        return [c for t in sorted(self.tasks) for c in self.tasks[t].cells]
+
+
+def header_path(folder: Path) -> Path:
+    """The header file in a generation's folder."""
+    return folder / "manifest.json"
+
+
+def task_path(folder: Path, task: str) -> Path:
+    """One task's planned cells in a generation's folder."""
+    return folder / "tasks" / f"{task}.json"
+
+
+def write_header(folder: Path, header: ManifestHeader) -> None:
+    """Write the header (atomically); a resumed generation must keep the same one."""
+    atomic_write_json(header_path(folder), header.model_dump(mode="json"))
+
+
+def write_task(folder: Path, manifest: TaskManifest) -> None:
+    """Write one task's planned cells (atomically), before any of them is paid."""
+    atomic_write_json(task_path(folder, manifest.task), manifest.model_dump(mode="json"))
+
+
+def _load(path: Path, model: type[D]) -> D:
+    return read_model(
+        path,
+        model,
+        what="generation manifest",
+        error=InputError,
+        hint="the generation cannot be decided; run `wfbench evolve` to plan it again",
+    )
+
+
+def load_header(folder: Path) -> ManifestHeader | None:
+    """A generation's header, or None when it was never planned."""
+    path = header_path(folder)
+    if not path.exists():
+        return None
+    out = _load(path, ManifestHeader)
+    assert isinstance(out, ManifestHeader)
+    return out
+
+
+def load_manifest(folder: Path) -> Manifest | None:
+    """A generation's header and every task planned so far (None: never planned)."""
+    header = load_header(folder)
+    if header is None:
+        return None
+    tasks: dict[str, TaskManifest] = {}
+    for task in header.tasks:
+        path = task_path(folder, task)
+        if path.exists():
+            tm = _load(path, TaskManifest)
+            assert isinstance(tm, TaskManifest)
+            if tm.generation != header.generation or tm.task != task:
+                raise InputError(f"{path}: belongs to {tm.generation}/{tm.task}, not {task}")
+            tasks[task] = tm
+    return Manifest(header=header, tasks=tasks)
+
+
+def load_complete(folder: Path) -> Manifest | None:
+    """The manifest a decision uses (None: the generation was planned before manifests existed).
+
+    Raises:
+        InputError: The generation's planning never finished (a task has no plan yet): its
+            decision must wait for ``wfbench evolve`` to resume it.
+    """
+    manifest = load_manifest(folder)
+    if manifest is not None and not manifest.complete:
+        missing = [t for t in manifest.header.tasks if t not in manifest.tasks]
+        raise InputError(
+            f"{folder}: generation {manifest.header.generation} is not fully planned (no plan yet "
+            f"for {', '.join(missing[:5])}); run `wfbench evolve` to resume it"
+        )
+    return manifest
+
+
+class Candidate(_Doc):
+    """One materialization of a cell partition that might be the evidence."""
+
+    run_id: str
+    data_version: str | None
+    record_path: str
+
+
+class Accepted(_Doc):
+    """The verified evidence of one manifest cell."""
+
+    cell: ManifestCell
+    run_id: str
+    data_version: str
+    record: CellRecord
+    reused: bool
+
+
+def accept(
+    cell: ManifestCell, generation: str, found: Iterable[Candidate]
+) -> tuple[Accepted | None, str]:
+    """The newest materialization that is valid evidence for ``cell`` (or why there is none).
+
+    Args:
+        cell: The planned cell.
+        generation: The generation being decided.
+        found: The partition's materializations, newest first.
+    """
+    why = "no materialization of the cell"
+    for c in found:
+        if cell.action == "reuse" and c.run_id != cell.source_run_id:
+            continue
+        try:
+            record = load_record(Path(c.record_path))
+        except RecordCorrupt as e:
+            why = str(e)
+            continue
+        if c.data_version != record.data_version:
+            why = (
+                f"record {c.record_path} does not match the data version recorded when it was "
+                "materialized (edited or corrupted after it was written)"
+            )
+            continue
+        if cell.action == "reuse" and c.data_version != cell.source_data_version:
+            why = (
+                f"run {c.run_id} recorded data version {c.data_version}, the plan expected another"
+            )
+            continue
+        if record.identity_digest != cell.identity_digest:
+            why = f"the newest record was made for another identity (run {c.run_id})"
+            continue
+        if record.ad_hoc:
+            why = f"run {c.run_id} is an ad-hoc cell"
+            continue
+        if cell.action == "run" and record.generation != generation:
+            why = f"not paid in {generation} (the newest matching record is from run {c.run_id})"
+            continue
+        return (
+            Accepted(
+                cell=cell,
+                run_id=c.run_id,
+                data_version=record.data_version,
+                record=record,
+                reused=cell.action == "reuse",
+            ),
+            "",
+        )
+    return None, why
+
+
+def now_iso() -> str:
+    """Current UTC time, ISO 8601."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

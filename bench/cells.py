@@ -6,9 +6,15 @@ Every demo cell (task x arm x run) is run three ways, and the figures are printe
 * through Dagster with ``materialize_cells`` on a temporary instance: first fresh, then a second
   time, when every cell is reused;
 * as a bare sequential loop doing only the cell's process work with ``subprocess.run``: ``cp -a``
-  of the sanitized template, ``git apply`` of the replayed patch, the verify command and the oracle
-  command (each of the last three inside bubblewrap, with the argv the harness itself builds),
-  then removing the copy.
+  of the sanitized template, ``git apply`` of the replayed patch, verify and the oracle through
+  the trusted runner (each of the last three inside bubblewrap, with the argv and stdin the harness
+  itself builds), then removing the copy.
+
+It also compares grading with the trusted runner (issue 11) against grading as it was before:
+every cell is graded twice, alternating the order, once as shipped and once from a copy of the
+tasks whose ``verify`` and oracle are ``python -m pytest`` commands judged by exit status (no
+runner-file restore), and the per-cell grading times are shown side by side. Target: trusted /
+before <= 1.2x per cell. ``--grading-only`` runs just this comparison.
 
 ``bench_assets.sandbox.run`` is the only place the harness starts a process. This script wraps it
 in every module that imported it by name and charges each process's ``ExecResult.duration_s`` to
@@ -23,7 +29,6 @@ Run: `.venv/bin/python bench/cells.py [--tasks DIR] [--limit N] [--json]`.
 import argparse
 import json
 import os
-import secrets
 import shutil
 import statistics
 import subprocess
@@ -43,6 +48,7 @@ sys.path.insert(0, str(REPO))
 import dagster as dg  # noqa: E402
 
 import bench_assets.agents.claude_code  # noqa: E402, F401  (imports sandbox.run by name too)
+from bench_assets import runner as runner_mod  # noqa: E402
 from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
@@ -60,7 +66,6 @@ from bench_assets.driver.instance import (  # noqa: E402
     sync_instance,
 )
 from bench_assets.fsutil import remove_tree  # noqa: E402
-from bench_assets.graph import ORACLE_ENV, ORACLE_STAGING_PREFIX  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402
 from bench_assets.redact import Redactor  # noqa: E402
 from bench_assets.sanitize import template_tree  # noqa: E402
@@ -136,13 +141,16 @@ class SubprocessProbe:
         self.commands: dict[str, str] = {}
         for task_id in bench.task_ids():
             spec = bench.task(task_id).spec
-            self.commands.setdefault(spec.verify, "verify")
-            self.commands.setdefault(spec.oracle.command, "oracle")
             if spec.setup:
                 self.commands.setdefault(spec.setup, "setup")
         self.patched: list[ModuleType] = []
 
-    def classify(self, argv: Sequence[str], isolation: object) -> str:
+    def classify(self, argv: Sequence[str], kwargs: dict[str, Any]) -> str:
+        isolation = kwargs.get("isolation")
+        spec = kwargs.get("sandbox")
+        # Both test phases look alike by design; the stage mounted first tells them apart here.
+        if spec is not None and spec.mounts and spec.mounts[0].host.name in ("empty", "oracle"):
+            return "verify" if spec.mounts[0].host.name == "empty" else "oracle"
         prog = Path(argv[0]).name
         if prog == "git":
             return "agent" if _git_subcommand(argv) == "apply" else "git"
@@ -163,7 +171,7 @@ class SubprocessProbe:
     def run(self, *args: Any, **kwargs: Any) -> sandbox.ExecResult:
         res = self.original(*args, **kwargs)
         if self.active is not None:
-            self.active.add(self.classify(res.argv, kwargs.get("isolation")), res.duration_s)
+            self.active.add(self.classify(res.argv, kwargs), res.duration_s)
         return res
 
     def install(self) -> None:
@@ -229,17 +237,63 @@ def run_direct(
     return out
 
 
-def _boxed(argv: list[str], spec: sandbox.SandboxSpec, env: dict[str, str] | None = None) -> bool:
+def _boxed(
+    argv: list[str],
+    spec: sandbox.SandboxSpec,
+    env: dict[str, str] | None = None,
+    stdin: bytes | None = None,
+) -> sandbox.ExecResult:
     """Run argv in bubblewrap with the harness's own flags, straight through subprocess.run."""
-    full = sandbox._bwrap_argv(argv, spec, sandbox.sandbox_env(env))
+    full = sandbox._bwrap_argv(argv, spec, env if env is not None else sandbox.sandbox_env())
+    start = _now()
     res = subprocess.run(
         full,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
         capture_output=True,
         check=False,
     )
-    return res.returncode == 0
+    return sandbox.ExecResult(
+        tuple(argv),
+        res.returncode,
+        res.stdout,
+        res.stderr,
+        False,
+        _now() - start,
+        stdout_head=res.stdout[:200],
+    )
+
+
+def _bare_phase(
+    layout: runner_mod.Layout, wt: Path, phase: str, paths: list[str], inputs: CellInputs
+) -> bool:
+    """One test phase with the trusted runner, judged like the harness judges it."""
+    call = runner_mod.prepare_phase(
+        layout,
+        wt,
+        phase=phase,  # type: ignore[arg-type]
+        pytest_paths=paths,
+        command=None,
+        import_paths=["."],
+        memory_mb=None,
+    )
+    res = _boxed(call.argv, call.sandbox, call.env, call.stdin)
+    res = sandbox.ExecResult(
+        res.argv,
+        res.returncode,
+        res.stdout,
+        res.stderr,
+        False,
+        res.duration_s,
+        stdout_head=res.stdout_head[: len(call.ready)],
+    )
+    done = runner_mod.finish_phase(call, res)
+    assert done.report is not None
+    if phase == "verify":
+        return runner_mod.judge_verify(done.report, res, 60).passed
+    expected = runner_mod.expected_oracle_tests(inputs.oracle, inputs.oracle_payloads)
+    return runner_mod.judge_oracle(done.report, res, 60, expected).passed
 
 
 def bare_cell(
@@ -253,7 +307,7 @@ def bare_cell(
     """The cell's process work and nothing else: copy, apply, verify, oracle, remove."""
     arm, run = parse_cell_key(cell)
     pred = predictions[arm].get((task, run))
-    wt, box, stage = scratch / "wt", scratch / "box", scratch / "stage"
+    wt, box, grading = scratch / "wt", scratch / "box", scratch / "grading"
     start = _now()
     subprocess.run(
         ["cp", "-a", "--reflink=auto", str(template_tree(inputs.template)), str(wt)], check=True
@@ -265,27 +319,176 @@ def bare_cell(
             workspace=wt, mounts=(sandbox.Mount(box, "/wfbench", writable=True),)
         )
         _boxed(["git", "apply", "--whitespace=nowarn", "/wfbench/patch.diff"], spec)
-    verify = _boxed(
-        ["/bin/sh", "-c", bench.task(task).spec.verify],
-        sandbox.SandboxSpec(workspace=wt, workspace_writable=False),
-    )
-    name = f"{ORACLE_STAGING_PREFIX}{secrets.token_hex(16)}"
-    (wt / name).mkdir()
-    stage.mkdir()
+    layout = runner_mod.new_layout(grading, wt)
+    verify_paths = bench.task(task).spec.verify
+    assert not isinstance(verify_paths, str), "the demo tasks use the trusted runner"
+    verify = _bare_phase(layout, wt, "verify", list(verify_paths.pytest), inputs)
+    layout.oracle_stage.mkdir()
     for f in inputs.oracle.files:
-        (stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
-    oracle = _boxed(
-        ["/bin/sh", "-c", inputs.oracle.command],
-        sandbox.SandboxSpec(
-            workspace=wt,
-            workspace_writable=False,
-            mounts=(sandbox.Mount(stage, f"{sandbox.WORKSPACE}/{name}"),),
-        ),
-        {ORACLE_ENV: f"{sandbox.WORKSPACE}/{name}"},
-    )
-    for d in (wt, box, stage):
-        shutil.rmtree(d)
+        (layout.oracle_stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
+    oracle = _bare_phase(layout, wt, "oracle", [layout.stage_name], inputs)
+    for d in (wt, box, grading):
+        remove_tree(d)
     return CellResult(task, cell, _now() - start, Tally(), verify=verify, oracle=oracle)
+
+
+# ------------------------------------------------------------------------------------------------
+# Grading: the trusted runner against exit-status commands (how cells were graded before)
+
+LEGACY_VERIFY = "python -m pytest -q -p no:cacheprovider tests"
+LEGACY_ORACLE = "python -m pytest -q -p no:cacheprovider {oracle_dir}"
+
+
+def legacy_tasks(src: Path, dest: Path) -> Path:
+    """A copy of the benchmark graded as before: exit-status commands, no runner-file restore."""
+    import yaml
+
+    shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    for task_file in dest.glob("*/task.yaml"):
+        data = yaml.safe_load(task_file.read_text())
+        data["verify"] = LEGACY_VERIFY
+        data["oracle"]["command"] = LEGACY_ORACLE
+        data["runner_files"] = "keep"
+        task_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    return dest
+
+
+@dataclass
+class GradingPair:
+    task: str
+    cell: str
+    trusted_tests_s: float
+    legacy_tests_s: float
+    trusted_grade_s: float
+    legacy_grade_s: float
+    agree: bool
+
+
+def compare_grading(
+    benches: dict[str, Benchmark],
+    inputs: dict[str, dict[str, CellInputs]],
+    plan: list[tuple[str, str]],
+    store: ArtifactStore,
+    repeat: int = 1,
+) -> list[GradingPair]:
+    """Grade every cell as shipped and as before, ``repeat`` times each, alternating the order.
+
+    A cell's time per way is the median of its repetitions (the machine is shared: one slow run
+    should not decide a per-cell ratio). The first cell is graded both ways once beforehand, not
+    counted (cold caches).
+    """
+    out = []
+    for i, (task, cell) in enumerate([plan[0], *plan]):
+        arm, run = parse_cell_key(cell)
+        times: dict[str, list[tuple[float, float]]] = {"trusted": [], "legacy": []}
+        verdicts: dict[str, tuple[bool, bool]] = {}
+        for k in range(1 if i == 0 else repeat):
+            order = ("trusted", "legacy") if (i + k) % 2 == 0 else ("legacy", "trusted")
+            for mode in order:
+                rec, _ = run_cell(
+                    benches[mode],
+                    task,
+                    arm,
+                    run,
+                    inputs[mode][task],
+                    store,
+                    generation="bench",
+                    redactor=Redactor(),
+                )
+                t = rec.timings
+                tests_s = t.get("verify_s", 0.0) + t.get("oracle_s", 0.0)
+                times[mode].append((tests_s, t.get("grade_s", 0.0)))
+                verdicts[mode] = (rec.verify_passed, rec.oracle_passed)
+        if i == 0:
+            continue
+
+        med = {
+            (mode, j): statistics.median(x[j] for x in times[mode])
+            for mode in times
+            for j in (0, 1)
+        }
+        out.append(
+            GradingPair(
+                task,
+                cell,
+                med["trusted", 0],
+                med["legacy", 0],
+                med["trusted", 1],
+                med["legacy", 1],
+                verdicts["trusted"] == verdicts["legacy"],
+            )
+        )
+    return out
+
+
+def grading_summary(pairs: list[GradingPair], repeat: int = 1) -> dict[str, Any]:
+    def ratio(a: float, b: float) -> float:
+        return a / b if b else float("nan")
+
+    tests = [ratio(p.trusted_tests_s, p.legacy_tests_s) for p in pairs]
+    whole = [ratio(p.trusted_grade_s, p.legacy_grade_s) for p in pairs]
+    return {
+        "cells": len(pairs),
+        "repeat": repeat,
+        "target_ratio": GRADING_TARGET,
+        "trusted_tests": _stats([p.trusted_tests_s for p in pairs]),
+        "legacy_tests": _stats([p.legacy_tests_s for p in pairs]),
+        "trusted_grade": _stats([p.trusted_grade_s for p in pairs]),
+        "legacy_grade": _stats([p.legacy_grade_s for p in pairs]),
+        "ratio_tests": {
+            **_stats(tests),
+            "of_totals": ratio(
+                sum(p.trusted_tests_s for p in pairs), sum(p.legacy_tests_s for p in pairs)
+            ),
+        },
+        "ratio_grade": {
+            **_stats(whole),
+            "of_totals": ratio(
+                sum(p.trusted_grade_s for p in pairs), sum(p.legacy_grade_s for p in pairs)
+            ),
+        },
+        "verdicts_agree": sum(p.agree for p in pairs),
+        "per_cell": [
+            {
+                "task": p.task,
+                "cell": p.cell,
+                "trusted_tests_s": round(p.trusted_tests_s, 4),
+                "legacy_tests_s": round(p.legacy_tests_s, 4),
+                "trusted_grade_s": round(p.trusted_grade_s, 4),
+                "legacy_grade_s": round(p.legacy_grade_s, 4),
+            }
+            for p in pairs
+        ],
+    }
+
+
+def print_grading(g: dict[str, Any]) -> None:
+    def line(label: str, st: dict[str, float], fmt: str = "8.3f") -> None:
+        print(f"  {label:<44} {st['median']:{fmt}} {st['max']:{fmt}} {st['total']:9.2f}")
+
+    def verdict(r: dict[str, float]) -> str:
+        ok = "met" if r["median"] <= g["target_ratio"] else "NOT met"
+        return (
+            f"median {r['median']:.2f}x, max {r['max']:.2f}x, of totals {r['of_totals']:.2f}x "
+            f"(target <= {g['target_ratio']}x per cell: median {ok})"
+        )
+
+    print(
+        f"grading: trusted runner vs exit-status commands (before issue 11), {g['cells']} cells, "
+        f"each graded both ways {g['repeat']}x (median per cell), order alternating"
+    )
+    print(f"  {'(seconds per cell)':<44} {'median':>8} {'max':>8} {'total':>9}")
+    line("trusted runner: verify + oracle processes", g["trusted_tests"])
+    line("before: verify + oracle processes", g["legacy_tests"])
+    line("trusted runner: whole grading", g["trusted_grade"])
+    line("before: whole grading", g["legacy_grade"])
+    print("  (whole grading = restores, runner-file scan, stage, both phases, patch capture)")
+    print(f"  ratio trusted / before, test processes: {verdict(g['ratio_tests'])}")
+    print(f"  ratio trusted / before, whole grading:  {verdict(g['ratio_grade'])}")
+    print(f"  verdicts equal both ways: {g['verdicts_agree']}/{g['cells']}")
+
+
+GRADING_TARGET = 1.2
 
 
 class _Enough(Exception):
@@ -517,7 +720,20 @@ def main() -> None:
     ap.add_argument("--tasks", default=str(REPO / "tasks"))
     ap.add_argument("--limit", type=int, default=None, help="first N cells (default all)")
     ap.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    ap.add_argument(
+        "--grading-only",
+        action="store_true",
+        help="only compare grading with the trusted runner against exit-status commands",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="grade each cell this many times each way (median per cell; default 1)",
+    )
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be >= 1")
     warnings.filterwarnings("ignore", category=dg.BetaWarning)
     bench = load_benchmark(Path(args.tasks))
     tasks = bench.task_ids()
@@ -543,6 +759,23 @@ def main() -> None:
         start = _now()
         inputs = {t: build_cell_inputs(bench, t, store, candidate=overlay) for t in tasks}
         inputs_direct_s = _now() - start
+        legacy = load_benchmark(legacy_tasks(bench.root, scratch / "tasks-before"))
+        legacy_inputs = {t: build_cell_inputs(legacy, t, store, candidate=overlay) for t in tasks}
+        if args.grading_only:
+            _log("grading both ways ...")
+            pairs = compare_grading(
+                {"trusted": bench, "legacy": legacy},
+                {"trusted": inputs, "legacy": legacy_inputs},
+                plan,
+                store,
+                args.repeat,
+            )
+            g = grading_summary(pairs, args.repeat)
+            if args.json:
+                print(json.dumps({"grading": g}, indent=2))
+            else:
+                print_grading(g)
+            return
         bare_dir = scratch / "bare"
         bare_dir.mkdir()
         t0, c0 = plan[0]
@@ -558,6 +791,17 @@ def main() -> None:
         direct = run_direct(bench, plan, inputs, store, probe)
         _log("bare loop ...")
         bare = [bare_cell(bench, t, c, inputs[t], predictions, bare_dir) for t, c in plan]
+        _log("grading both ways ...")
+        grading = grading_summary(
+            compare_grading(
+                {"trusted": bench, "legacy": legacy},
+                {"trusted": inputs, "legacy": legacy_inputs},
+                plan,
+                store,
+                args.repeat,
+            ),
+            args.repeat,
+        )
 
         with dg.instance_for_test() as instance:
             _log("Dagster: sync + materialize_inputs ...")
@@ -599,6 +843,7 @@ def main() -> None:
                 "inputs_direct_s": inputs_direct_s,
             },
         )
+        summary["grading"] = grading
         if args.json:
             print(json.dumps(summary, indent=2))
         else:
@@ -608,6 +853,7 @@ def main() -> None:
                 f"wfbench demo cells: {len(plan)} cells of {len(tasks)} tasks, run sequentially "
                 f"({cpus} CPUs, sandbox bwrap)",
             )
+            print_grading(grading)
     finally:
         probe.uninstall()
         remove_tree(scratch)

@@ -42,7 +42,6 @@ Run: `.venv/bin/python bench/generation.py [--json] [--skip-slow] [--sleep S]`.
 import argparse
 import json
 import os
-import secrets
 import shutil
 import subprocess
 import sys
@@ -60,13 +59,13 @@ sys.path.insert(0, str(REPO))
 import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
+from bench_assets import runner as runner_mod  # noqa: E402
 from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
 from bench_assets.cells import CellInputs, build_cell_inputs  # noqa: E402
 from bench_assets.driver.evolve import GEN_TAG, EvolveResult, evolve  # noqa: E402
 from bench_assets.fsutil import remove_tree  # noqa: E402
-from bench_assets.graph import ORACLE_ENV, ORACLE_STAGING_PREFIX  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402
 from bench_assets.sanitize import template_tree  # noqa: E402
 from bench_assets.store import ArtifactStore  # noqa: E402
@@ -324,29 +323,49 @@ def overlap(gen: Generation, agent_workers: int, graph_workers: int) -> dict[str
 # The bare sequential script
 
 
-def _bwrap(argv: list[str], spec: sandbox.SandboxSpec, extra: dict[str, str] | None = None) -> bool:
+def _bwrap(
+    argv: list[str], spec: sandbox.SandboxSpec, stdin: bytes | None = None
+) -> tuple[int, bytes]:
     """argv in bubblewrap with the harness's flags, through subprocess.run and nothing else."""
-    full = sandbox._bwrap_argv(argv, spec, sandbox.sandbox_env(extra))
+    full = sandbox._bwrap_argv(argv, spec, sandbox.sandbox_env())
     done = subprocess.run(
         full,
         env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
-        stdin=subprocess.DEVNULL,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
         capture_output=True,
         check=False,
     )
-    return done.returncode == 0
+    return done.returncode, done.stdout
+
+
+def _tests(layout: runner_mod.Layout, wt: Path, phase: str, paths: list[str]) -> runner_mod.Report:
+    """One test phase through the trusted runner, as the harness starts it; its report."""
+    call = runner_mod.prepare_phase(
+        layout,
+        wt,
+        phase=phase,  # type: ignore[arg-type]
+        pytest_paths=paths,
+        command=None,
+        import_paths=["."],
+        memory_mb=None,
+    )
+    code, out = _bwrap(call.argv, call.sandbox, call.stdin)
+    res = sandbox.ExecResult(tuple(call.argv), code, out, b"", False, 0.0, stdout_head=out)
+    done = runner_mod.finish_phase(call, res)
+    assert done.report is not None
+    return done.report
 
 
 def bare_cell(
     bench: Benchmark, task: str, patch: str, inputs: CellInputs, scratch: Path
 ) -> tuple[bool, bool]:
     """Copy the template, apply the patch, verify, oracle, remove: (verify ok, oracle ok)."""
-    wt, box, stage = scratch / "wt", scratch / "box", scratch / "stage"
+    wt, box, grading = scratch / "wt", scratch / "box", scratch / "grading"
     subprocess.run(
         ["cp", "-a", "--reflink=auto", str(template_tree(inputs.template)), str(wt)], check=True
     )
     box.mkdir()
-    stage.mkdir()
     if patch.strip():
         (box / "patch.diff").write_text(patch, encoding="utf-8")
         _bwrap(
@@ -355,25 +374,21 @@ def bare_cell(
                 workspace=wt, mounts=(sandbox.Mount(box, "/wfbench", writable=True),)
             ),
         )
-    verify = _bwrap(
-        ["/bin/sh", "-c", bench.task(task).spec.verify],
-        sandbox.SandboxSpec(workspace=wt, workspace_writable=False),
-    )
-    staged = f"{ORACLE_STAGING_PREFIX}{secrets.token_hex(16)}"
-    (wt / staged).mkdir()
+    layout = runner_mod.new_layout(grading, wt)
+    spec = bench.task(task).spec.verify
+    assert not isinstance(spec, str), "the demo tasks use the trusted runner"
+    res = sandbox.ExecResult((), 0, b"", b"", False, 0.0)
+    verify = runner_mod.judge_verify(_tests(layout, wt, "verify", list(spec.pytest)), res, 60)
+    layout.oracle_stage.mkdir()
     for f in inputs.oracle.files:
-        (stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
-    inside = f"{sandbox.WORKSPACE}/{staged}"
-    oracle = _bwrap(
-        ["/bin/sh", "-c", inputs.oracle.command],
-        sandbox.SandboxSpec(
-            workspace=wt, workspace_writable=False, mounts=(sandbox.Mount(stage, inside),)
-        ),
-        {ORACLE_ENV: inside},
+        (layout.oracle_stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
+    expected = runner_mod.expected_oracle_tests(inputs.oracle, inputs.oracle_payloads)
+    oracle = runner_mod.judge_oracle(
+        _tests(layout, wt, "oracle", [layout.stage_name]), res, 60, expected
     )
-    for d in (wt, box, stage):
+    for d in (wt, box, grading):
         remove_tree(d)
-    return verify, oracle
+    return verify.passed, oracle.passed
 
 
 @dataclass

@@ -114,7 +114,11 @@ def bind(
         resolved_sha=sha,
         prompt_digest=sha256_text(spec.prompt),
         setup_digest=sha256_text(spec.setup or ""),
-        verify_digest=sha256_text(spec.verify),
+        verify_digest=(
+            sha256_text(spec.verify)
+            if isinstance(spec.verify, str)
+            else sha256_json(spec.verify.model_dump(mode="json"))
+        ),
         task_file_digest=sha256_json(spec.model_dump(mode="json", by_alias=True)),
         oracle_digest=oracle.digest,
         oracle_command_digest=oracle.command_digest,

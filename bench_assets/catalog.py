@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from bench_assets.discovery import discover_tests
 from bench_assets.errors import UnknownTaskError, ValidationFailed
 from bench_assets.models import (
     RESERVED_DIRS,
@@ -244,11 +245,13 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
             f"oracle files total {total} bytes; the limit is {limits.oracle_total_bytes} "
             "(limits.oracle_total_bytes)",
         )
+    _check_expected_tests(c, task)
     repo = task.repo_dir
     if spec.is_inline:
         if not repo.is_dir() or repo.is_symlink():
             c.add(task.file, "repo", "repo: inline needs a real folder repo/ beside task.yaml")
         else:
+            _check_worktree_paths(c, task)
             for dirpath, dirnames, filenames in os.walk(repo):
                 for name in dirnames + filenames:
                     p = Path(dirpath) / name
@@ -265,6 +268,43 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
         c.add(task.file, "repo", f"repository path {spec.repo!r} does not exist ({repo})")
     elif not (repo / ".git").exists() and not (repo / "HEAD").is_file():
         c.add(task.file, "repo", f"repository path {spec.repo!r} is not a git repository")
+
+
+def _check_worktree_paths(c: _Collector, task: Task) -> None:
+    """Inline repos: the trusted runner's test paths and import paths must exist."""
+    spec = task.spec
+    verify = spec.verify
+    if not isinstance(verify, str):
+        for i, rel in enumerate(verify.pytest):
+            if not (task.repo_dir / rel).exists():
+                c.add(task.file, f"verify.pytest.{i}", f"{rel!r} does not exist in repo/")
+    for i, rel in enumerate(spec.import_paths):
+        if not (task.repo_dir / rel).is_dir():
+            c.add(task.file, f"import_paths.{i}", f"{rel!r} is not a folder of repo/")
+
+
+def _check_expected_tests(c: _Collector, task: Task) -> None:
+    """Trusted oracle without declared tests: the oracle files must parse and define a test."""
+    oracle = task.spec.oracle
+    if not oracle.trusted or oracle.fail_to_pass or oracle.pass_to_pass:
+        return
+    found = 0
+    for i, name in enumerate(oracle.files):
+        path = task.oracle_dir / name
+        if _oracle_file_problem(task.oracle_dir, name)[0] is not None:
+            return  # already reported
+        try:
+            found += len(discover_tests(name, path.read_bytes()))
+        except SyntaxError as e:
+            c.add(task.file, f"oracle.files.{i}", f"oracle file {name!r} does not parse: {e}")
+            return
+    if not found:
+        c.add(
+            task.file,
+            "oracle",
+            "no test found in the oracle files (pytest naming: test_*.py files, test* functions, "
+            "Test* classes); declare oracle.fail_to_pass / pass_to_pass",
+        )
 
 
 def discover_task_dirs(root: Path) -> list[Path]:

@@ -44,12 +44,16 @@ from bench_assets.records import (
     write_record,
 )
 from bench_assets.redact import Redactor
+from bench_assets.runner import PhaseResult
 from bench_assets.sanitize import Template
 from bench_assets.skills import SkillsSnapshot
 from bench_assets.store import ArtifactStore
 from bench_assets.worktree import CellWorktree, prepare
 
 SANDBOX_BACKEND = "bwrap"
+GRADER = "trusted-runner-1"
+"""How cells are graded (per-test outcomes through the trusted runner); part of the identity, so
+records graded another way are never reused."""
 MAX_DETAIL = 2000
 
 
@@ -143,6 +147,7 @@ def cell_identity(
     agent = per_cell(task_id, run) if callable(per_cell) else adapter.identity()
     return {
         "harness_version": __version__,
+        "grader": GRADER,
         "arm": arm.model_dump(mode="json"),
         "agent": agent,
         "model": bench.config.model,
@@ -191,6 +196,8 @@ def _error_kind(session: SessionResult | None, grade: Grade | None) -> ErrorKind
         return session.error_kind
     if not session.ok:
         return ErrorKind.SESSION_ERROR
+    if grade.infra_detail:
+        return ErrorKind.INFRA_ERROR
     if grade.oracle_error is not None and grade.oracle_error is not ErrorKind.ORACLE_UNAVAILABLE:
         return grade.oracle_error
     if not grade.verify_passed:
@@ -251,6 +258,7 @@ def run_cell(
             setup_timeout_s=timeouts["setup_s"],
             protected=list(task.spec.protected),
             memory_mb=memory,
+            import_paths=list(task.spec.import_paths),
         )
         timings["prepare_s"] = time.monotonic() - t0
         if wt.setup_result is not None:
@@ -289,6 +297,8 @@ def run_cell(
             oracle_timeout_s=timeouts["oracle_s"],
             tail_bytes=bench.config.limits.output_tail_bytes,
             memory_mb=memory,
+            runner_files=task.spec.runner_files,
+            run_tests=session.error_kind is not ErrorKind.PATCH_FAILED,
         )
         timings["grade_s"] = time.monotonic() - t0
         timings["verify_s"] = grade.verify_s
@@ -299,6 +309,10 @@ def run_cell(
     kind = _error_kind(session, grade)
     if session is not None and session.error_detail:
         detail = session.error_detail
+    elif grade is not None and grade.infra_detail and kind is ErrorKind.INFRA_ERROR:
+        detail = grade.infra_detail
+    elif grade is not None and grade.verify_run is not None and kind is ErrorKind.VERIFY_FAILED:
+        detail = f"verify: {grade.verify_run.detail}"
     elif (
         grade is not None
         and grade.oracle_detail
@@ -355,7 +369,10 @@ def run_cell(
         error_kind=kind,
         error_detail=redactor.text(detail)[:MAX_DETAIL],
         verify_tail=redactor.text(grade.verify_tail if grade else ""),
+        verify_run=_redacted_run(grade.verify_run, redactor) if grade else None,
+        oracle_run=grade.oracle_run if grade else None,
         protected_changed=grade.protected_changed if grade else [],
+        runner_files=grade.runner_files if grade else [],
         session_ids=list(session.session_ids) if session else [],
         patch=patch,
         transcript=transcript,
@@ -377,6 +394,14 @@ def run_cell(
         model_usage=usage.by_model,
     )
     return record, write_record(folder, record)
+
+
+def _redacted_run(run: PhaseResult | None, redactor: Redactor) -> PhaseResult | None:
+    """Verify's test ids come from the agent's own test files: redact them like its output."""
+    if run is None:
+        return None
+    tests = [t.model_copy(update={"id": redactor.text(t.id)}) for t in run.tests]
+    return run.model_copy(update={"tests": tests, "detail": redactor.text(run.detail)})
 
 
 def _secrets(names: list[str]) -> dict[str, str]:

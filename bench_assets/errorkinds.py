@@ -9,9 +9,10 @@ Aggregation, reuse and the outage breaker all read these classes from here:
   ``review-evidence-invalid``, ``cancelled``);
 * **systemic** — counts toward the outage breaker's streak (``session-error``, ``infra-error``,
   ``cleanup-failure``, ``review-evidence-invalid``);
-* everything else is a **valid negative**: the arm ran and did not resolve the task. Running out
-  of the arm's own turn or budget limit (``turn-limit``, ``budget-limit``) is one: a skill that
-  makes the agent loop must be charged with its failures, not have them erased.
+* everything else is a **valid negative**: the arm ran and did not resolve the task — including
+  ``patch-failed``, a recorded patch that does not apply (SWE-bench counts it the same way).
+  Running out of the arm's own turn or budget limit (``turn-limit``, ``budget-limit``) is one
+  too: a skill that makes the agent loop must be charged with its failures, not have them erased.
 
 For measurement health (computed in :mod:`bench_assets.aggregate`) a fresh attempt is
 *admissible* only if it is neither excluded nor ``skill-not-invoked``: the session ran, but not the
@@ -34,6 +35,7 @@ class ErrorKind(enum.StrEnum):
     ORACLE_FAILED = "oracle-failed"
     ORACLE_UNAVAILABLE = "oracle-unavailable"
     NO_WORK_PRODUCED = "no-work-produced"
+    PATCH_FAILED = "patch-failed"
     REVIEW_EVIDENCE_INVALID = "review-evidence-invalid"
     TURN_LIMIT = "turn-limit"
     """The agent used every turn the arm allows (``--max-turns``) without finishing."""

@@ -52,6 +52,27 @@ def atomic_write_json(path: Path, value: Any, *, mode: int = 0o644) -> Path:
     return atomic_write_text(path, text, mode=mode)
 
 
+def ensure_real_parents(root: Path, rel: str) -> Path:
+    """Make every folder between ``root`` and ``root/rel`` a real folder; return ``root/rel``.
+
+    For writing into a tree someone else controlled (a worktree after its agent exited): a
+    component that is a symlink or a file is removed and replaced by an empty folder, so a write
+    or unlink at the returned path can never land outside ``root`` through a planted symlink.
+    """
+    current = Path(root)
+    for part in Path(rel).parts[:-1]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            current.mkdir()
+            continue
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            os.unlink(current)
+            current.mkdir()
+    return Path(root) / rel
+
+
 def make_tree_readonly(root: Path) -> None:
     """Remove every write bit below (and including) ``root``; symlinks are left alone."""
     for dirpath, dirnames, filenames in os.walk(root):

@@ -53,7 +53,9 @@ class GraphInfo(BaseModel):
 
 def benchmark_markers(oracle: OracleSnapshot) -> list[str]:
     """Strings that would reveal the benchmark if they appeared in what an agent sees."""
-    markers = {ORACLE_STAGING_PREFIX.rstrip("-"), ORACLE_ENV, oracle.command.strip()}
+    markers = {ORACLE_STAGING_PREFIX.rstrip("-"), ORACLE_ENV}
+    if oracle.command:
+        markers.add(oracle.command.strip())
     for f in oracle.files:
         markers.add(f.name)
         markers.add(os.path.basename(f.name))

@@ -122,19 +122,81 @@ RepoPath = Annotated[str, AfterValidator(lambda v: safe_relative_path(v, "path")
 # task.yaml
 
 
-class OracleSpec(_Strict):
-    """The hidden behavioural test, staged only after the agent exits."""
+ORACLE_DIR_PLACEHOLDER = "{oracle_dir}"
+"""Replaced in a custom ``oracle.command`` by the folder where the oracle files are staged."""
 
-    command: str
-    """Shell command run offline with the workspace read-only; ``$WFBENCH_ORACLE_ROOT`` is the
-    staged folder. Its output is never stored: only pass/fail."""
+_TEST_ID_RE = re.compile(r"^(?P<file>[^:\[\]]+?\.py)(::[^:\[\]]+)+(\[.*\])?$", re.S)
+
+
+def _worktree_path(value: str, what: str) -> str:
+    return "." if value == "." else safe_relative_path(value, what)
+
+
+WorktreePath = Annotated[str, AfterValidator(lambda v: _worktree_path(v, "worktree path"))]
+
+
+def _test_id(value: str) -> str:
+    if not _TEST_ID_RE.match(value) or "\x00" in value or len(value) > 1000:
+        raise ValueError(
+            f"test id {value!r} must look like <oracle file>.py::<test>[::<test>][[<params>]] "
+            "(a pytest node id relative to the oracle folder)"
+        )
+    return value
+
+
+OracleTestId = Annotated[str, AfterValidator(_test_id)]
+
+
+def oracle_file_of(test_id: str) -> str:
+    """The oracle file a test id names (the part before the first ``::``)."""
+    return test_id.split("::", 1)[0]
+
+
+class PytestRun(_Strict):
+    """Run pytest on paths of the worktree through the trusted runner (the safe default)."""
+
+    pytest: list[WorktreePath] = Field(min_length=1, max_length=64)
+    """Worktree-relative test paths (``.`` for the whole worktree), e.g. ``[tests]``."""
+
+
+class OracleSpec(_Strict):
+    """The hidden behavioural test, staged only after the agent exits.
+
+    By default the files run through the trusted pytest runner and the oracle passes only when
+    every expected test is reported passed. ``command`` replaces that with a custom runner graded
+    by its exit status alone (see the README for what such a command must do to be as safe).
+    """
+
     files: list[OracleFileName] = Field(min_length=1, max_length=16)
     """Names of files in ``<id>/oracle/`` to stage (flat names or relative paths)."""
+    command: str | None = None
+    """Custom runner (for non-Python tasks): a shell command run offline with the workspace
+    read-only; ``{oracle_dir}`` is replaced by the staged folder. Its exit status decides and its
+    output is never stored. Leave it out to use the trusted pytest runner."""
+    fail_to_pass: list[OracleTestId] = Field(default_factory=list)
+    """Tests (pytest node ids relative to the oracle folder) that fail before the fix and must
+    pass after it. A name without ``[params]`` stands for every parametrization of the test."""
+    pass_to_pass: list[OracleTestId] = Field(default_factory=list)
+    """Tests that pass before the fix and must still pass after it. Without either list, every
+    test found in the oracle files is expected to pass."""
 
     @field_validator("command")
     @classmethod
-    def _check_command(cls, v: str) -> str:
-        return _command(v, "oracle command")
+    def _check_command(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        _command(v, "oracle command")
+        if "WFBENCH_ORACLE_ROOT" in v:
+            raise ValueError(
+                "$WFBENCH_ORACLE_ROOT no longer exists (the oracle run has no benchmark-named "
+                f"variable); write {ORACLE_DIR_PLACEHOLDER} where the staged folder goes, or leave "
+                "command out to use the trusted pytest runner"
+            )
+        if ORACLE_DIR_PLACEHOLDER not in v:
+            raise ValueError(
+                f"a custom oracle command must name the staged folder as {ORACLE_DIR_PLACEHOLDER}"
+            )
+        return v
 
     @field_validator("files")
     @classmethod
@@ -143,6 +205,27 @@ class OracleSpec(_Strict):
         if dup:
             raise ValueError(f"duplicate oracle files: {', '.join(dup)}")
         return v
+
+    @model_validator(mode="after")
+    def _check_expected(self) -> "OracleSpec":
+        declared = [*self.fail_to_pass, *self.pass_to_pass]
+        if declared and self.command is not None:
+            raise ValueError(
+                "fail_to_pass/pass_to_pass need per-test outcomes, which only the trusted pytest "
+                "runner reports; drop oracle.command or the lists"
+            )
+        dup = sorted({t for t in declared if declared.count(t) > 1})
+        if dup:
+            raise ValueError(f"test ids listed twice: {', '.join(dup)}")
+        for t in declared:
+            if oracle_file_of(t) not in self.files:
+                raise ValueError(f"test id {t!r} names a file that is not among oracle.files")
+        return self
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the oracle runs through the trusted pytest runner."""
+        return self.command is None
 
 
 class TaskTimeouts(_Strict):
@@ -191,13 +274,23 @@ class TaskSpec(_Strict):
     """Git ref for a repo path (default ``HEAD``); resolved once to a full SHA and pinned."""
     prompt: str
     """Task text given verbatim to every arm."""
-    verify: str
-    """Model-visible command; exit 0 means the agent's own tests pass. A signal, not proof."""
+    verify: str | PytestRun
+    """The agent's own tests, a signal and never proof. ``{pytest: [tests]}`` runs them through
+    the trusted pytest runner (every collected test must pass); a string is a custom shell
+    command whose exit status decides."""
     oracle: OracleSpec
     setup: str | None = None
     """Command run in the fresh worktree before any agent session."""
     protected: list[ProtectedGlob] = Field(default_factory=list)
     """Globs restored to their template state before ``verify`` and the oracle run."""
+    import_paths: list[WorktreePath] = Field(default_factory=lambda: ["."], min_length=1)
+    """Worktree folders the trusted runner makes importable as the code under test (after the
+    standard library and the runner, never ahead of them), e.g. ``[src]``."""
+    runner_files: Literal["restore", "keep"] = "restore"
+    """What grading does with files of the agent's diff that can change how the test runner or
+    the interpreter behaves (``conftest.py`` at any depth, runner modules and start-up hooks at an
+    import root, runner config): ``restore`` them from the template (default), or ``keep`` them
+    (only recorded) for a task whose work is such a file."""
     expensive: bool = False
     """Skipped unless selected explicitly."""
     timeouts: TaskTimeouts = Field(default_factory=TaskTimeouts)
@@ -232,8 +325,8 @@ class TaskSpec(_Strict):
 
     @field_validator("verify")
     @classmethod
-    def _check_verify(cls, v: str) -> str:
-        return _command(v, "verify command")
+    def _check_verify(cls, v: str | PytestRun) -> str | PytestRun:
+        return _command(v, "verify command") if isinstance(v, str) else v
 
     @field_validator("setup")
     @classmethod

@@ -5,9 +5,10 @@ real folder, the leaf a regular file opened without following symlinks, its iden
 inode, size, mtime) unchanged between ``lstat`` and the read, and sizes bounded per file and per
 task. Three digests describe a snapshot (framed hashes, see :mod:`bench_assets.hashing`):
 
-* ``command_digest`` — sha256 of the oracle command;
+* ``command_digest`` — how the oracle runs: the custom command (or none: the trusted pytest
+  runner) and the declared ``fail_to_pass`` / ``pass_to_pass`` tests;
 * ``manifest_digest`` — names, content hashes and sizes of the files;
-* ``digest`` — the content digest: command, then every name and its bytes. It names the stored
+* ``digest`` — the content digest: how it runs, then every name and its bytes. It names the stored
   snapshot folder (content-addressed), outside any worktree.
 """
 
@@ -25,11 +26,11 @@ from bench_assets.fsutil import (
     make_tree_readonly,
     publish_dir,
 )
-from bench_assets.hashing import framed, sha256_bytes, sha256_text
+from bench_assets.hashing import framed, sha256_bytes, sha256_json
 from bench_assets.models import LimitsConfig
 from bench_assets.store import ArtifactStore
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class OracleFile(BaseModel):
@@ -49,7 +50,10 @@ class OracleSnapshot(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     task_id: str
-    command: str
+    command: str | None
+    """A custom runner's command (``{oracle_dir}`` not yet replaced); None: the trusted runner."""
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
     files: list[OracleFile]
     command_digest: str
     manifest_digest: str
@@ -108,18 +112,27 @@ def capture(task: Task, limits: LimitsConfig) -> tuple[OracleSnapshot, dict[str,
             f"{task.file}: oracle.files: {total} bytes in all; "
             f"limit {limits.oracle_total_bytes} (limits.oracle_total_bytes)"
         )
-    command = task.spec.oracle.command
+    oracle = task.spec.oracle
     files = [OracleFile(name=n, sha256=sha256_bytes(b), size=len(b)) for n, b in payloads.items()]
+    command_digest = sha256_json(
+        {
+            "command": oracle.command,
+            "fail_to_pass": list(oracle.fail_to_pass),
+            "pass_to_pass": list(oracle.pass_to_pass),
+        }
+    )
     manifest_parts: list[str] = []
-    content_parts: list[bytes | str] = [command]
+    content_parts: list[bytes | str] = [command_digest]
     for f in files:
         manifest_parts += [f.name, f.sha256, str(f.size)]
         content_parts += [f.name, payloads[f.name]]
     snapshot = OracleSnapshot(
         task_id=task.id,
-        command=command,
+        command=oracle.command,
+        fail_to_pass=list(oracle.fail_to_pass),
+        pass_to_pass=list(oracle.pass_to_pass),
         files=files,
-        command_digest=sha256_text(command),
+        command_digest=command_digest,
         manifest_digest=framed(manifest_parts),
         digest=framed(content_parts),
     )

@@ -10,7 +10,7 @@ identity stored in its latest record, and names what changed:
   such as ``oracle-failed`` *are* reused;
 * ``expired`` — older than ``reuse.max_age_days``;
 * ``code`` — model, effort, arm config, agent identity (CLI version), sandbox backend, harness
-  version or resources changed (the field is named);
+  version, grader or resources changed (the field is named);
 * ``upstream`` — a binding field (e.g. ``binding.prompt_digest``), the oracle, graph, incumbent
   skills or overlay changed (named);
 * ``candidate`` — candidate cells always run for a new overlay;
@@ -30,6 +30,7 @@ from bench_assets.errorkinds import ErrorKind, is_reusable
 
 CODE_FIELDS = {
     "harness_version": "harness version",
+    "grader": "grader",
     "arm": "arm config",
     "agent": "agent",
     "model": "model",

@@ -19,8 +19,11 @@ from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import RecordCorrupt
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_json, read_model
 from bench_assets.hashing import sha256_bytes, sha256_json
+from bench_assets.hygiene import RunnerFileChange
+from bench_assets.runner import PhaseResult
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: per-test verify/oracle results and runner-file hygiene (trusted runner)."""
 
 
 class Artifact(BaseModel):
@@ -82,7 +85,14 @@ class CellRecord(BaseModel):
     error_kind: ErrorKind | None
     error_detail: str
     verify_tail: str
+    verify_run: PhaseResult | None = None
+    """How verify ran and its per-test outcomes (None: grading did not get that far)."""
+    oracle_run: PhaseResult | None = None
+    """How the oracle ran and the outcome of every expected test (never its output)."""
     protected_changed: list[str]
+    runner_files: list[RunnerFileChange] = []
+    """Files of the agent's diff that could change the runner or interpreter, and whether they
+    were restored before grading."""
     session_ids: list[str]
     patch: Artifact | None
     transcript: Artifact | None

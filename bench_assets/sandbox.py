@@ -103,6 +103,8 @@ class ExecResult:
     stderr_total: int = 0
     stopped: bool = False
     """Killed because the caller's ``watch`` asked for it (not a timeout)."""
+    stdout_head: bytes = b""
+    """The first ``keep_head`` bytes of stdout (what a process said before anything else ran)."""
 
     @property
     def ok(self) -> bool:
@@ -146,10 +148,14 @@ class SandboxSpec:
 @dataclass
 class _Tail:
     limit: int
+    head_limit: int = 0
     data: bytearray = field(default_factory=bytearray)
+    head: bytearray = field(default_factory=bytearray)
     total: int = 0
 
     def feed(self, chunk: bytes) -> None:
+        if len(self.head) < self.head_limit:
+            self.head += chunk[: self.head_limit - len(self.head)]
         self.total += len(chunk)
         self.data += chunk
         if len(self.data) > self.limit:
@@ -196,6 +202,7 @@ def run(
     max_output: int = DEFAULT_MAX_OUTPUT,
     sandbox: SandboxSpec | None = None,
     watch: Callable[[bytes], bool] | None = None,
+    keep_head: int = 0,
 ) -> ExecResult:
     """Run ``argv`` to completion (or timeout) and return its result; never raises on exit codes.
 
@@ -212,6 +219,7 @@ def run(
         watch: called with each chunk of stdout as it arrives; returning True kills the process
             group at once (``ExecResult.stopped``), e.g. when a stream's first event shows the
             session is not the one that was asked for.
+        keep_head: bytes of the start of stdout kept as well (``ExecResult.stdout_head``).
     """
     if not argv:
         raise ValueError("empty argv")
@@ -232,7 +240,7 @@ def run(
         final_argv = list(argv)
         popen_env = dict(env) if env is not None else harness_env()
         popen_cwd = cwd
-    out, err = _Tail(max_output), _Tail(max_output)
+    out, err = _Tail(max_output, keep_head), _Tail(max_output)
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -289,6 +297,7 @@ def run(
         stdout_total=out.total,
         stderr_total=err.total,
         stopped=stopped.is_set(),
+        stdout_head=bytes(out.head),
     )
 
 

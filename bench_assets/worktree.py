@@ -6,8 +6,8 @@ the code graph, both listed in ``.git/info/exclude`` so the agent's ``git status
 skill files never count as its work, and no commit is added: the history the agent sees is the
 sanitized commit alone. Then the task's ``setup`` runs in the sandbox. The *base* every patch and
 churn figure is measured against is a tree object of that state, written through a private index
-(the agent's own index is untouched); the protected files' contents at the base are kept so
-grading can restore them.
+(the agent's own index is untouched); the protected files' contents and the runner files
+(:mod:`bench_assets.hygiene`) at the base are kept so grading can restore them.
 """
 
 import fnmatch
@@ -16,8 +16,9 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench_assets import hygiene
 from bench_assets.errors import CommandError
-from bench_assets.fsutil import atomic_write_bytes, atomic_write_text
+from bench_assets.fsutil import atomic_write_bytes, atomic_write_text, ensure_real_parents
 from bench_assets.gitrepo import git_script_in_sandbox
 from bench_assets.sandbox import ExecResult, Isolation, SandboxSpec, run, sandbox_env
 from bench_assets.sanitize import Template, copy_worktree
@@ -36,6 +37,10 @@ class CellWorktree:
     protected_globs: list[str]
     protected_state: dict[str, bytes] = field(default_factory=dict)
     setup_result: ExecResult | None = None
+    import_paths: list[str] = field(default_factory=lambda: ["."])
+    """Worktree folders the trusted runner puts on the import path (import roots)."""
+    runner_state: dict[str, hygiene.Entry] = field(default_factory=dict)
+    """Runner files (conftest.py, runner modules, start-up hooks, …) before the agent ran."""
 
 
 def _install_tree(src: Path, dest: Path) -> None:
@@ -71,6 +76,7 @@ def prepare(
     setup_timeout_s: float,
     protected: list[str],
     memory_mb: int | None = None,
+    import_paths: list[str] | None = None,
 ) -> CellWorktree:
     """Copy the template to ``dest`` and prepare it for one cell (see module docstring)."""
     copy_worktree(template, dest)
@@ -114,6 +120,8 @@ def prepare(
     base = snapshot.text().strip().splitlines()[-1]
     wt = CellWorktree(dest, base, excluded, readonly, list(protected), setup_result=setup_result)
     wt.protected_state = {p: (dest / p).read_bytes() for p in protected_files(dest, protected)}
+    wt.import_paths = list(import_paths or ["."])
+    wt.runner_state = hygiene.snapshot(dest, wt.import_paths)
     return wt
 
 
@@ -122,7 +130,8 @@ def restore_protected(wt: CellWorktree) -> list[str]:
     changed: list[str] = []
     now = set(protected_files(wt.path, wt.protected_globs))
     for rel in sorted(now | set(wt.protected_state)):
-        p = wt.path / rel
+        # A parent the agent replaced by a symlink must not carry the write outside the worktree.
+        p = ensure_real_parents(wt.path, rel)
         want = wt.protected_state.get(rel)
         have = p.read_bytes() if p.is_file() and not p.is_symlink() else None
         if have == want and not p.is_symlink():

@@ -37,11 +37,8 @@ TASK = {
     "class": "bug",
     "repo": "inline",
     "prompt": "Fix add() so that it adds.",
-    "verify": "python -m pytest -q -p no:cacheprovider tests",
-    "oracle": {
-        "command": 'python -m pytest -q -p no:cacheprovider "$WFBENCH_ORACLE_ROOT"',
-        "files": ["test_oracle_alpha.py"],
-    },
+    "verify": {"pytest": ["tests"]},
+    "oracle": {"files": ["test_oracle_alpha.py"]},
     "protected": ["conftest.py"],
 }
 

@@ -142,7 +142,7 @@ def test_oracle_that_collects_no_tests_is_a_failure(tmp_path: Path, store: Artif
     root = make_bench(tmp_path / "tasks2")
     data = yaml.safe_load((root / "alpha" / "task.yaml").read_text())
     data["oracle"]["command"] = (
-        'python -m pytest -q -p no:cacheprovider "$WFBENCH_ORACLE_ROOT" -k nothing_matches'
+        "python -m pytest -q -p no:cacheprovider {oracle_dir} -k nothing_matches"
     )
     write_yaml(root / "alpha" / "task.yaml", data)
     rec = cell(load_benchmark(root), store, command_arm(WRITE_FIX))
@@ -161,16 +161,34 @@ def test_protected_files_are_restored_before_grading(
     assert not rec.oracle_passed and rec.error_kind is ErrorKind.ORACLE_FAILED
 
 
-def test_negative_control_unprotected_conftest_disarms_the_oracle(
-    tmp_path: Path, store: ArtifactStore
+def test_unprotected_conftest_is_restored_as_a_runner_file(
+    bench: Benchmark, tmp_path: Path, store: ArtifactStore
 ) -> None:
-    """Without `protected`, the same conftest makes the oracle pass: the restore stops it."""
+    """Without `protected`, runner-file hygiene still restores the disarming conftest."""
     root = make_bench(tmp_path / "tasks2")
     data = yaml.safe_load((root / "alpha" / "task.yaml").read_text())
     data["protected"] = []
     write_yaml(root / "alpha" / "task.yaml", data)
     rec = cell(load_benchmark(root), store, command_arm(DISARM))
+    assert not rec.oracle_passed and rec.protected_changed == []
+    assert [(c.path, c.reason, c.change, c.action) for c in rec.runner_files] == [
+        ("conftest.py", "conftest", "modified", "restored")
+    ]
+
+
+def test_negative_control_kept_runner_files_disarm_the_oracle(
+    tmp_path: Path, store: ArtifactStore
+) -> None:
+    """With neither `protected` nor hygiene (`runner_files: keep`), the conftest makes the oracle
+    pass: the restore is what stops it."""
+    root = make_bench(tmp_path / "tasks2")
+    data = yaml.safe_load((root / "alpha" / "task.yaml").read_text())
+    data["protected"] = []
+    data["runner_files"] = "keep"
+    write_yaml(root / "alpha" / "task.yaml", data)
+    rec = cell(load_benchmark(root), store, command_arm(DISARM))
     assert rec.oracle_passed and rec.protected_changed == []
+    assert [(c.path, c.action) for c in rec.runner_files] == [("conftest.py", "kept")]
 
 
 def test_session_timeout_kills_the_process_tree(tmp_path: Path, store: ArtifactStore) -> None:

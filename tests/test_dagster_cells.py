@@ -112,7 +112,7 @@ def count_processes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     for mod in (
         "bench_assets.sandbox",
         "bench_assets.gitrepo",
-        "bench_assets.grading",
+        "bench_assets.runner",
         "bench_assets.worktree",
         "bench_assets.agents.replay",
         "bench_assets.agents.command",

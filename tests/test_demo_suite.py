@@ -1,31 +1,34 @@
 """The offline demo's intended outcomes are facts, not hopes.
 
-Every replay line in ``tasks/replays/<arm>.jsonl`` is graded here the way a cell is graded
-(:mod:`bench_assets.grading`): the task's inline repo is copied and committed, the recorded patch
-is applied with ``git apply``, protected files are restored, the visible ``verify`` command runs,
-then the hidden oracle is staged read-only at ``.wfbench-oracle-<hex>/`` inside the worktree and
-its command runs with ``WFBENCH_ORACLE_ROOT`` set. The measured (verify, oracle) pair must equal
-the intended table in ``tasks/replays/expected.json``, and the design the demo relies on (the
-candidate resolves more at lower cost, cheats never resolve, every oracle fails on the unmodified
-repo) is asserted from the measured outcomes and the recorded usage.
+Every replay line in ``tasks/replays/<arm>.jsonl`` is graded here by the harness itself, exactly
+as a cell is (:mod:`bench_assets.grading`): ``run_cell`` with the replay adapter copies the
+sanitized template, applies the recorded patch with ``git apply`` in the sandbox, restores
+protected and runner files, runs ``verify`` and the hidden oracle through the trusted runner
+(per-test outcomes, the oracle staged read-only at a per-cell random path), and captures the
+patch. The measured (verify, oracle) pair must equal the intended table in
+``tasks/replays/expected.json``, and the design the demo relies on (the candidate resolves more
+at lower cost, cheats never resolve, every oracle fails on the unmodified repo) is asserted from
+the measured outcomes and the recorded usage. So every gold patch resolving here is a statement
+about the real grader.
 """
 
-import hashlib
 import json
 import os
-import secrets
-import shutil
-import stat
 import statistics
-import subprocess
-import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
+
+from bench_assets.agents.replay import Prediction, ReplayAdapter
+from bench_assets.catalog import Benchmark, load_benchmark
+from bench_assets.cells import CellInputs, build_cell_inputs, run_cell
+from bench_assets.errorkinds import ErrorKind
+from bench_assets.models import ArmSpec
+from bench_assets.redact import Redactor
+from bench_assets.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tasks"
@@ -43,6 +46,8 @@ TASK_KEYS = {
     "oracle",
     "setup",
     "protected",
+    "import_paths",
+    "runner_files",
     "expensive",
     "timeouts",
     "resources",
@@ -57,7 +62,9 @@ USAGE_KEYS = {
     "turns",
     "duration_s",
 }
-TIMEOUT_S = 120
+GRADER_ARM = ArmSpec.model_validate(
+    {"agent": {"adapter": "replay", "predictions": "demo-suite.jsonl"}, "skills": "none"}
+)
 
 
 def _task_ids() -> list[str]:
@@ -97,93 +104,28 @@ class Outcome:
         return self.verify and self.oracle
 
 
-def _git(cwd: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["git", "-c", "commit.gpgsign=false", "-c", "core.autocrlf=false", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
+def grade_patch(
+    bench: Benchmark, inputs: CellInputs, store: ArtifactStore, task_id: str, patch: str
+) -> Outcome:
+    """Grade one patch against one task with the harness's own cell path."""
+    pred = Prediction(instance_id=task_id, model_patch=patch, model_name_or_path="demo-suite")
+    record, _ = run_cell(
+        bench,
+        task_id,
+        "grade",
+        0,
+        inputs,
+        store,
+        generation=None,
+        redactor=Redactor(),
+        adapter=ReplayAdapter({(task_id, 0): pred}, "demo-suite"),
+        arm_spec=GRADER_ARM,
+        ad_hoc=True,
     )
-
-
-def _restore_protected(template: Path, worktree: Path, patterns: list[str]) -> None:
-    for pattern in patterns:
-        for path in worktree.glob(pattern):
-            if path.is_file() and not (template / path.relative_to(worktree)).exists():
-                path.unlink()
-        for src in template.glob(pattern):
-            if src.is_file():
-                shutil.copy2(src, worktree / src.relative_to(template))
-
-
-def _grade(task_id: str, patch: str, shim_dir: Path) -> Outcome:
-    """Grade one patch against one task in a private worktree; returns the measured outcome."""
-    task = _load_task(task_id)
-    template = TASKS / task_id / "repo"
-    with tempfile.TemporaryDirectory(prefix=f"wfbench-demo-{task_id}-") as tmp:
-        work = Path(tmp) / "repo"
-        shutil.copytree(template, work)
-        env = {
-            "PATH": f"{shim_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "HOME": tmp,
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            # Grade with pytest alone: plugins installed beside the harness must not change (or
-            # slow down) a task's outcome.
-            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_AUTHOR_NAME": "wfbench",
-            "GIT_AUTHOR_EMAIL": "wfbench@invalid",
-            "GIT_COMMITTER_NAME": "wfbench",
-            "GIT_COMMITTER_EMAIL": "wfbench@invalid",
-        }
-        for args in (("init", "-q"), ("add", "-A"), ("commit", "-q", "-m", "task snapshot")):
-            done = _git(work, env, *args)
-            assert done.returncode == 0, f"git {args[0]} failed: {done.stderr}"
-        if patch:
-            patch_file = Path(tmp) / "model.patch"
-            patch_file.write_text(patch, encoding="utf-8")
-            done = _git(work, env, "apply", str(patch_file))
-            assert done.returncode == 0, f"patch does not apply to {task_id}: {done.stderr}"
-        _restore_protected(template, work, task.get("protected", []))
-
-        verify = subprocess.run(
-            ["bash", "-c", task["verify"]],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
-
-        stage = work / f".wfbench-oracle-{secrets.token_hex(16)}"
-        stage.mkdir(mode=0o700)
-        staged = {}
-        for name in task["oracle"]["files"]:
-            data = (TASKS / task_id / "oracle" / name).read_bytes()
-            (stage / name).write_bytes(data)
-            (stage / name).chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-            staged[name] = hashlib.sha256(data).hexdigest()
-        stage.chmod(0o555)
-        try:
-            oracle = subprocess.run(
-                ["bash", "-c", task["oracle"]["command"]],
-                cwd=work,
-                env={**env, "WFBENCH_ORACLE_ROOT": str(stage)},
-                capture_output=True,
-                timeout=TIMEOUT_S,
-                check=False,
-            )
-            for name, digest in staged.items():
-                after = hashlib.sha256((stage / name).read_bytes()).hexdigest()
-                assert after == digest, f"oracle file {name} changed during verification"
-        finally:
-            stage.chmod(0o755)
-        return Outcome(verify=verify.returncode == 0, oracle=oracle.returncode == 0)
+    assert record.error_kind not in (ErrorKind.PATCH_FAILED, ErrorKind.INFRA_ERROR), (
+        f"{task_id}: {record.error_kind}: {record.error_detail}"
+    )
+    return Outcome(verify=record.verify_passed, oracle=record.oracle_passed)
 
 
 class Grades(dict):
@@ -195,21 +137,20 @@ class Grades(dict):
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory) -> Grades:
-    """Grade the unmodified repos and every distinct (task, patch) once, in parallel."""
-    shim = tmp_path_factory.mktemp("python-shim")
-    # `python` in task commands must be this interpreter (its venv has pytest), whatever PATH says.
-    (shim / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
-    (shim / "python").chmod(0o755)
+    """Grade the unmodified repos and every distinct (task, patch) once, two at a time."""
+    store = ArtifactStore(tmp_path_factory.mktemp("demo-suite-artifacts"))
+    bench = load_benchmark(TASKS)
+    inputs = {task: build_cell_inputs(bench, task, store) for task in TASK_IDS}
     jobs = {(task, "") for task in TASK_IDS}
     jobs |= {(task, _line(arm, task, run)["model_patch"]) for arm, task, run in CELLS}
 
     def run(job):
         try:
-            return job, _grade(job[0], job[1], shim)
+            return job, grade_patch(bench, inputs[job[0]], store, job[0], job[1])
         except Exception as exc:  # reported by the test that needs this job
             return job, exc
 
-    with ThreadPoolExecutor(max_workers=max(2, min(6, (os.cpu_count() or 2) * 2))) as pool:
+    with ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2))) as pool:
         return Grades(pool.map(run, sorted(jobs)))
 
 
@@ -246,8 +187,9 @@ def test_task_folder_is_well_formed(task_id):
     assert set(task) <= TASK_KEYS, f"unknown keys {set(task) - TASK_KEYS}"
     assert task["id"] == task_id
     assert task["repo"] == "inline"
-    assert set(task["oracle"]) == {"command", "files"}
-    assert "$WFBENCH_ORACLE_ROOT" in task["oracle"]["command"]
+    # The trusted runner grades both phases: no custom command anywhere.
+    assert task["verify"] == {"pytest": ["tests"]}
+    assert set(task["oracle"]) == {"files"}
     for name in task["oracle"]["files"]:
         assert name.startswith("test_oracle_") and "/" not in name
         assert (folder / "oracle" / name).is_file()

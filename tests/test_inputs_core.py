@@ -93,7 +93,9 @@ def test_pinned_binding_refuses_drift_naming_task_and_field(
     binding_mod.write_pins(bench, {"alpha": b})
     assert bind_task(load_benchmark(root), "alpha", store).binding == b  # unchanged: accepted
     task_file = root / "alpha" / "task.yaml"
-    task_file.write_text(task_file.read_text().replace("verify: python", "verify: python3"))
+    text = task_file.read_text()
+    assert "  - tests\n" in text
+    task_file.write_text(text.replace("  - tests\n", "  - tests/test_calc.py\n"))
     with pytest.raises(BindingDriftError, match=r"task binding drifted for alpha: verify_digest"):
         bind_task(load_benchmark(root), "alpha", store)
 
@@ -151,12 +153,21 @@ def test_oracle_digests_separate_command_and_bytes(tmp_path: Path) -> None:
     limits = LimitsConfig()
     base, _ = oracle.capture(load_benchmark(root).task("alpha"), limits)
     data = _task_yaml(root)
-    data["oracle"]["command"] = "python -m pytest -x $WFBENCH_ORACLE_ROOT"
+    data["oracle"]["fail_to_pass"] = ["test_oracle_alpha.py::test_add"]
+    write_yaml(root / "alpha" / "task.yaml", data)
+    listed, _ = oracle.capture(load_benchmark(root).task("alpha"), limits)
+    assert listed.digest != base.digest and listed.command_digest != base.command_digest
+    assert listed.fail_to_pass == ["test_oracle_alpha.py::test_add"]
+    del data["oracle"]["fail_to_pass"]
+    data["oracle"]["command"] = "python -m pytest -x {oracle_dir}"
     write_yaml(root / "alpha" / "task.yaml", data)
     cmd, _ = oracle.capture(load_benchmark(root).task("alpha"), limits)
     assert cmd.digest != base.digest and cmd.command_digest != base.command_digest
+    assert cmd.command_digest != listed.command_digest
     assert cmd.manifest_digest == base.manifest_digest
-    (root / "alpha" / "oracle" / "test_oracle_alpha.py").write_text("changed = True\n")
+    (root / "alpha" / "oracle" / "test_oracle_alpha.py").write_text(
+        "def test_changed():\n    pass\n"
+    )
     byt, _ = oracle.capture(load_benchmark(root).task("alpha"), limits)
     assert byt.manifest_digest != cmd.manifest_digest and byt.digest != cmd.digest
     assert byt.command_digest == cmd.command_digest
@@ -194,7 +205,9 @@ def test_oracle_changed_after_binding_is_refused(tmp_path: Path, store: Artifact
     root = make_bench(tmp_path / "tasks")
     bench = load_benchmark(root)
     bound = bind_task(bench, "alpha", store).binding
-    (root / "alpha" / "oracle" / "test_oracle_alpha.py").write_text("tampered = 1\n")
+    (root / "alpha" / "oracle" / "test_oracle_alpha.py").write_text(
+        "def test_tampered():\n    pass\n"
+    )
     with pytest.raises(BindingDriftError, match="drifted for alpha: oracle_digest"):
         capture_oracle(load_benchmark(root), "alpha", bound, store)
 

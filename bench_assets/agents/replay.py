@@ -4,7 +4,8 @@ Prediction files are JSONL. Each line is a SWE-bench prediction (``instance_id``
 ``model_name_or_path``), optionally extended with ``run`` (default 0) and ``usage`` (the recorded
 tokens, cost, turns and duration; missing values stay unknown). The patch is applied with
 ``git apply`` inside the sandbox, so replaying untrusted predictions is as contained as a live
-session. Users can grade patches produced elsewhere this way (``wfbench grade``).
+session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an excluded
+session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
 
 A predictions file is parsed once per process (:func:`cached_predictions`): planning builds an
 adapter per task and arm, and re-reading a file of N tasks for each of them made planning
@@ -154,7 +155,7 @@ class ReplayAdapter:
             return SessionResult(
                 ok=False,
                 usage=p.usage,
-                error_kind=ErrorKind.SESSION_ERROR,
+                error_kind=ErrorKind.PATCH_FAILED,
                 error_detail=f"recorded patch does not apply: {res.tail(400)}",
                 transcript=transcript,
                 wall_s=res.duration_s,

@@ -205,6 +205,11 @@ def cell_metadata(record: CellRecord, path: Path, lineage: CellMaterialization) 
         "skills_digest": record.skills_digest,
         "overlay_digest": record.overlay_digest,
         "duration_s": record.duration_s,
+        "verify_tests": record.verify_run.detail if record.verify_run is not None else None,
+        "oracle_tests": record.oracle_run.detail if record.oracle_run is not None else None,
+        "runner_files": (
+            ", ".join(f"{c.path} ({c.change}, {c.action})" for c in record.runner_files) or None
+        ),
     }
     md |= lineage.to_metadata()
     md["record_path"] = dg.MetadataValue.path(str(path))

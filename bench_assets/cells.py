@@ -27,6 +27,7 @@ from bench_assets.agents.replay import ReplayAdapter
 from bench_assets.binding import TaskBinding
 from bench_assets.catalog import Benchmark
 from bench_assets.cellkeys import cell_key, identity_digest
+from bench_assets.egress import preflight as egress_preflight
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import WfbenchError
 from bench_assets.fsutil import atomic_write_text, remove_tree
@@ -173,6 +174,7 @@ def ensure_contained() -> None:
     global _contained
     if not _contained:
         sandbox_mod.preflight()
+        egress_preflight()
         _contained = True
 
 
@@ -389,6 +391,7 @@ def run_cell(
         timings={k: round(v, 4) for k, v in timings.items()},
         recorded_at=now_iso(),
         ad_hoc=ad_hoc,
+        model_usage=usage.by_model,
     )
     return record, write_record(folder, record)
 

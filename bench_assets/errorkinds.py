@@ -11,6 +11,8 @@ Aggregation, reuse and the outage breaker all read these classes from here:
   ``cleanup-failure``, ``review-evidence-invalid``);
 * everything else is a **valid negative**: the arm ran and did not resolve the task — including
   ``patch-failed``, a recorded patch that does not apply (SWE-bench counts it the same way).
+  Running out of the arm's own turn or budget limit (``turn-limit``, ``budget-limit``) is one
+  too: a skill that makes the agent loop must be charged with its failures, not have them erased.
 
 For measurement health (computed in :mod:`bench_assets.aggregate`) a fresh attempt is
 *admissible* only if it is neither excluded nor ``skill-not-invoked``: the session ran, but not the
@@ -35,6 +37,10 @@ class ErrorKind(enum.StrEnum):
     NO_WORK_PRODUCED = "no-work-produced"
     PATCH_FAILED = "patch-failed"
     REVIEW_EVIDENCE_INVALID = "review-evidence-invalid"
+    TURN_LIMIT = "turn-limit"
+    """The agent used every turn the arm allows (``--max-turns``) without finishing."""
+    BUDGET_LIMIT = "budget-limit"
+    """The agent spent the arm's per-session budget (``--max-budget-usd``) without finishing."""
 
 
 EXCLUDED = frozenset(

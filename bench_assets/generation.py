@@ -8,7 +8,8 @@ The queue proposer takes the first queued candidate (sorted by id) that no earli
 evaluated, as recorded in the ledger. The outage breaker counts consecutive *systemic* failures
 (:func:`~bench_assets.errorkinds.is_systemic`) in submission order; at ``limits.outage_streak`` it
 trips, no further cell is scheduled, and the generation is aborted (its decision can only be
-``insufficient_evidence``).
+``insufficient_evidence``). The spend cap (:class:`SpendCap`, ``limits.max_spend_usd``) stops a
+generation the same way once its paid cells have spent the cap.
 """
 
 import contextlib
@@ -64,6 +65,54 @@ class OutageBreaker:
         else:
             self.current = 0
             self.trip_kinds.clear()
+        return self.tripped
+
+
+class SpendCap:
+    """Trips once the paid cells of a generation have spent ``limit_usd`` (issue 12, M8).
+
+    Each paid cell adds its reported ``cost_usd``. A cell whose cost is unknown (a killed
+    session reports none) counts at ``ceiling_usd``, its arm's per-session budget, when there is
+    one; otherwise the spend can no longer be bounded and the cap trips: unknown is not zero.
+    With ``limit_usd`` None the cap never trips.
+    """
+
+    def __init__(self, limit_usd: float | None) -> None:
+        if limit_usd is not None and limit_usd <= 0:
+            raise ValueError("limit_usd must be > 0")
+        self.limit_usd = limit_usd
+        self.spent_usd = 0.0
+        self.cells = 0
+        self.at_ceiling = 0
+        self.tripped = False
+        self.reason = ""
+
+    def observe(self, cell: str, cost_usd: float | None, ceiling_usd: float | None) -> bool:
+        """Record one paid cell; return True when the cap is (now) tripped."""
+        if self.limit_usd is None or self.tripped:
+            return self.tripped
+        self.cells += 1
+        if cost_usd is not None:
+            self.spent_usd += cost_usd
+        elif ceiling_usd is not None:
+            self.spent_usd += ceiling_usd
+            self.at_ceiling += 1
+        else:
+            self.tripped = True
+            self.reason = (
+                f"spend cap ${self.limit_usd:g} can no longer be enforced: cell {cell} reported "
+                "no cost and its arm has no max_budget_usd to bound it"
+            )
+            return True
+        if self.spent_usd >= self.limit_usd:
+            self.tripped = True
+            bounded = (
+                f", {self.at_ceiling} counted at their session budget" if self.at_ceiling else ""
+            )
+            self.reason = (
+                f"spend cap reached: ${self.spent_usd:.4f} of ${self.limit_usd:g} spent by "
+                f"{self.cells} paid cell(s){bounded}"
+            )
         return self.tripped
 
 

@@ -11,6 +11,7 @@ one-to-one by the generated JSON Schemas; splitting it would scatter one schema 
 import re
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +25,15 @@ RESERVED_DIRS = frozenset({"skills", "candidates", "replays", "schema"})
 """Folders of ``tasks/`` that hold benchmark data other than tasks."""
 
 _MUTABLE_ALIAS_RE = re.compile(r"(^|[-/@:])(latest|auto|default|stable|preview|current)$", re.I)
+_CLAUDE_ALIAS_RE = re.compile(r"^(sonnet|opus|haiku|opusplan|best)(\[1m\])?$", re.I)
+_SNAPSHOT_DATE_RE = re.compile(r"(?:^|[-@.])20\d{6}(?:$|[-:.\[])")
+_DATED_EXAMPLE = {
+    "sonnet": "claude-sonnet-4-5-20250929",
+    "opus": "claude-opus-4-5-20251101",
+    "opusplan": "claude-opus-4-5-20251101",
+    "best": "claude-opus-4-5-20251101",
+    "haiku": "claude-haiku-4-5-20251001",
+}
 _MAX_COMMAND = 8 * 1024
 
 
@@ -69,14 +79,34 @@ def safe_relative_path(value: str, what: str, *, allow_glob: bool = False) -> st
 
 
 def check_model_id(value: str) -> str:
-    """Reject blank model ids and mutable aliases (``latest``, ``auto``, …)."""
+    """Reject blank model ids, mutable aliases and undated Claude ids.
+
+    Claude Code resolves ``sonnet``, ``opus``, ``haiku`` (and ``opusplan``, ``best``, ``[1m]``
+    variants) and undated ids such as ``claude-sonnet-4-5`` to whatever model is "the latest" when
+    the session starts, so two generations could silently measure different models. A Claude id
+    must therefore carry its snapshot date (``claude-sonnet-4-5-20250929``, Vertex
+    ``claude-sonnet-4-5@20250929``, Bedrock ``anthropic.claude-sonnet-4-5-20250929-v1:0``).
+    """
     _nonblank(value, "model id")
     if value != value.strip() or any(c.isspace() for c in value):
         raise ValueError(f"model id {value!r} must not contain whitespace")
     if _MUTABLE_ALIAS_RE.search(value):
         raise ValueError(
             f"model id {value!r} is a mutable alias; name a versioned model "
-            "(e.g. claude-sonnet-4-5-20250929) so runs stay comparable"
+            f"(e.g. {_DATED_EXAMPLE['sonnet']}) so runs stay comparable"
+        )
+    family = _CLAUDE_ALIAS_RE.match(value)
+    if family:
+        example = _DATED_EXAMPLE.get(family.group(1).lower(), _DATED_EXAMPLE["sonnet"])
+        raise ValueError(
+            f"model id {value!r} is a Claude Code alias for the latest model; name a dated "
+            f"model id such as {example} so runs stay comparable"
+        )
+    if "claude" in value.lower() and not _SNAPSHOT_DATE_RE.search(value):
+        family_name = next((f for f in _DATED_EXAMPLE if f in value.lower()), "sonnet")
+        raise ValueError(
+            f"model id {value!r} has no snapshot date, so it names whichever snapshot is latest; "
+            f"name a dated model id such as {_DATED_EXAMPLE[family_name]}"
         )
     return value
 
@@ -336,14 +366,35 @@ class ReplayAgent(_Strict):
         return safe_relative_path(v, "predictions file")
 
 
+def check_api_base_url(value: str) -> str:
+    """An ``http(s)://host[:port][/path]`` URL without credentials, query or fragment."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"api_base_url {value!r} must be an http(s) URL with a host")
+    if parts.username or parts.password or parts.query or parts.fragment:
+        raise ValueError(
+            f"api_base_url {value!r} must not carry credentials, a query or a fragment"
+        )
+    return value.rstrip("/")
+
+
+ApiBaseUrl = Annotated[str, AfterValidator(check_api_base_url)]
+
+
 class CommandAgent(_Strict):
     """Any agent CLI, run from an argv template."""
 
     adapter: Literal["command"]
     argv: list[str] = Field(min_length=1)
     """Template; placeholders ``{prompt_file}``, ``{workdir}``, ``{model}``, ``{effort}``."""
-    network: bool = False
-    """Whether the session needs the network (e.g. the model API)."""
+    network: bool | Literal["model-api"] = False
+    """``false``: no network. ``model-api``: no network except the model API, reached through
+    the harness's egress proxy at ``$WFBENCH_MODEL_API_URL`` (also exported as
+    ``ANTHROPIC_BASE_URL``). ``true``: the open network (not recommended: an agent can fetch the
+    upstream fix of a public repository)."""
+    api_base_url: ApiBaseUrl | None = None
+    """For ``network: model-api``: the only upstream the proxy forwards to (default
+    ``ANTHROPIC_BASE_URL`` when named in ``env``, else the Anthropic API)."""
     env: list[str] = Field(default_factory=list)
     """Names of host environment variables passed into the session (credentials)."""
     version: str | None = None
@@ -358,10 +409,30 @@ class ClaudeCodeAgent(_Strict):
     allowed_tools: list[str] = Field(default_factory=list)
     disallowed_tools: list[str] = Field(default_factory=list)
     max_turns: int | None = Field(default=None, gt=0)
+    """``--max-turns``: reaching it ends the session as a ``turn-limit`` valid negative."""
+    max_budget_usd: float | None = Field(default=None, gt=0)
+    """``--max-budget-usd``: the CLI stops the session once it has spent this much; the cell is
+    a ``budget-limit`` valid negative."""
     expected_skill: str | None = None
     """Skill that must be proven invoked in the transcript, else ``skill-not-invoked``."""
     env: list[str] = Field(default_factory=lambda: ["ANTHROPIC_API_KEY"])
-    """Names of host environment variables passed into the session."""
+    """Names of host environment variables the session needs. Credentials
+    (``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``) stay in the egress proxy, which adds them
+    to each model API request; the session only sees a placeholder. ``ANTHROPIC_BASE_URL`` names
+    the upstream (a gateway) instead of being passed in. Other names are passed through."""
+    api_base_url: ApiBaseUrl | None = None
+    """The only upstream the egress proxy forwards to (default: ``ANTHROPIC_BASE_URL`` when named
+    in ``env``, else the Anthropic API)."""
+
+    @model_validator(mode="after")
+    def _check_skill_tool(self) -> "ClaudeCodeAgent":
+        denied = {t.split("(", 1)[0].strip() for t in self.disallowed_tools}
+        if self.expected_skill is not None and "Skill" in denied:
+            raise ValueError(
+                f"expected_skill {self.expected_skill!r} needs the Skill tool, "
+                "but disallowed_tools denies it"
+            )
+        return self
 
 
 AgentSpec = Annotated[ReplayAgent | CommandAgent | ClaudeCodeAgent, Field(discriminator="adapter")]
@@ -485,6 +556,11 @@ class LimitsConfig(_Strict):
     """Concurrency limit of the ``graph_build`` pool."""
     outage_streak: int = Field(default=5, ge=1)
     """Consecutive systemic failures that trip the outage breaker."""
+    max_spend_usd: float | None = Field(default=None, gt=0)
+    """Spend cap of one generation: once the paid cells' reported cost reaches it, no further
+    cell is scheduled and the generation is aborted (exit 1). A paid cell whose cost is unknown
+    counts at its arm's ``max_budget_usd``; without one the spend can no longer be bounded and
+    the cap trips too."""
     oracle_file_bytes: int = Field(default=512 * 1024, gt=0)
     oracle_total_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
     output_tail_bytes: int = Field(default=8 * 1024, gt=0)

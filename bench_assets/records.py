@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bench_assets.agents.base import ModelUsage
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import RecordCorrupt
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_json, read_model
@@ -111,6 +112,8 @@ class CellRecord(BaseModel):
     recorded_at: str
     ad_hoc: bool = False
     """A `wfbench try` cell: never counted as evidence."""
+    model_usage: dict[str, ModelUsage] | None = None
+    """Tokens and cost per model (main model, sub-agents), when the agent reports them."""
 
     @property
     def data_version(self) -> str:

@@ -17,6 +17,15 @@ Two isolation levels exist, chosen by the caller per command:
   asked for, read-only system trees, a private home and tmp, the workspace the only writable tree
   (or none at all), and die-with-parent. :func:`preflight` proves containment works before any
   paid work; if it does not, :class:`~bench_assets.errors.ContainmentError` says what is missing.
+
+A third network mode sits between "off" and "open": ``SandboxSpec.model_api``. The sandbox has no
+network at all (its own network namespace holds only loopback), and a harness-owned egress proxy
+(:mod:`bench_assets.egress`) listens on a Unix socket in a host folder that is bind-mounted
+read-only at ``/wfbench-egress``. The command is started under a tiny relay
+(``egress_relay.py``, stdlib only) that listens on the sandbox's own loopback and pipes each
+connection to that socket, and that exports its URL in the named variables (e.g.
+``ANTHROPIC_BASE_URL``). The proxy forwards only to the configured model API, so the model API is
+the one thing a session can reach.
 """
 
 import enum
@@ -27,14 +36,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench_assets.errors import ContainmentError
 
 DEFAULT_MAX_OUTPUT = 64 * 1024
 WORKSPACE = "/workspace"
+EGRESS_DIR = "/wfbench-egress"
+"""Where a model-API channel's host folder (socket + relay script) is mounted inside."""
+EGRESS_SOCKET = "api.sock"
+EGRESS_RELAY = "relay.py"
 SANDBOX_HOME = "/home/agent"
 UNSAFE_ENV = "WFBENCH_UNSAFE_NO_SANDBOX"
 
@@ -88,6 +101,8 @@ class ExecResult:
     duration_s: float
     stdout_total: int = 0
     stderr_total: int = 0
+    stopped: bool = False
+    """Killed because the caller's ``watch`` asked for it (not a timeout)."""
     stdout_head: bytes = b""
     """The first ``keep_head`` bytes of stdout (what a process said before anything else ran)."""
 
@@ -107,6 +122,16 @@ class ExecResult:
 
 
 @dataclass(frozen=True)
+class ModelApiChannel:
+    """The model-API-only network mode: a host folder holding the egress proxy's socket."""
+
+    host_dir: Path
+    """Folder with ``api.sock`` (the proxy) and ``relay.py``; mounted read-only at EGRESS_DIR."""
+    exports: tuple[str, ...] = ()
+    """Variables set to the relay's ``http://127.0.0.1:<port>`` URL inside the sandbox."""
+
+
+@dataclass(frozen=True)
 class SandboxSpec:
     """Containment for one ``Isolation.SANDBOX`` command."""
 
@@ -116,6 +141,8 @@ class SandboxSpec:
     network: bool = False
     mounts: tuple[Mount, ...] = ()
     memory_mb: int | None = None
+    model_api: ModelApiChannel | None = None
+    """No network except the egress proxy's model API (requires ``network=False``)."""
 
 
 @dataclass
@@ -135,9 +162,16 @@ class _Tail:
             del self.data[: len(self.data) - self.limit]
 
 
-def _pump(stream: "subprocess.IO[bytes]", sink: _Tail) -> None:  # type: ignore[name-defined]
-    while chunk := stream.read(65536):
+def _pump(
+    stream: "subprocess.IO[bytes]",  # type: ignore[name-defined]
+    sink: _Tail,
+    on_chunk: Callable[[bytes], None] | None = None,
+) -> None:
+    # read1: hand over what has arrived, so a watcher sees the first event as it is printed.
+    while chunk := stream.read1(65536):
         sink.feed(chunk)
+        if on_chunk is not None:
+            on_chunk(chunk)
     stream.close()
 
 
@@ -167,6 +201,7 @@ def run(
     stdin: bytes | None = None,
     max_output: int = DEFAULT_MAX_OUTPUT,
     sandbox: SandboxSpec | None = None,
+    watch: Callable[[bytes], bool] | None = None,
     keep_head: int = 0,
 ) -> ExecResult:
     """Run ``argv`` to completion (or timeout) and return its result; never raises on exit codes.
@@ -181,10 +216,15 @@ def run(
         stdin: bytes fed to standard input (otherwise it is closed).
         max_output: bytes of stdout and of stderr kept (the tail).
         sandbox: containment for ``SANDBOX`` commands.
+        watch: called with each chunk of stdout as it arrives; returning True kills the process
+            group at once (``ExecResult.stopped``), e.g. when a stream's first event shows the
+            session is not the one that was asked for.
         keep_head: bytes of the start of stdout kept as well (``ExecResult.stdout_head``).
     """
     if not argv:
         raise ValueError("empty argv")
+    if isolation is Isolation.SANDBOX and sandbox is not None and sandbox.model_api is not None:
+        argv, sandbox = _with_model_api(list(argv), sandbox)
     if isolation is Isolation.SANDBOX and unsafe_mode():
         spec = sandbox or SandboxSpec()
         final_argv, popen_env, popen_cwd = _unsafe_host_command(
@@ -214,8 +254,17 @@ def run(
         )
     except OSError as e:
         return ExecResult(tuple(argv), 127, b"", str(e).encode(), False, 0.0)
+    stopped = threading.Event()
+
+    def on_stdout(chunk: bytes) -> None:
+        if watch is not None and not stopped.is_set() and watch(chunk):
+            stopped.set()
+            _signal_group(proc)
+
     threads = [
-        threading.Thread(target=_pump, args=(proc.stdout, out), daemon=True),
+        threading.Thread(
+            target=_pump, args=(proc.stdout, out, on_stdout if watch else None), daemon=True
+        ),
         threading.Thread(target=_pump, args=(proc.stderr, err), daemon=True),
     ]
     for t in threads:
@@ -247,16 +296,35 @@ def run(
         duration_s=time.monotonic() - start,
         stdout_total=out.total,
         stderr_total=err.total,
+        stopped=stopped.is_set(),
         stdout_head=bytes(out.head),
     )
 
 
-def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+def _signal_group(proc: "subprocess.Popen[bytes]") -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+    _signal_group(proc)
     proc.wait()
+
+
+def _with_model_api(argv: list[str], spec: SandboxSpec) -> tuple[list[str], SandboxSpec]:
+    """Start ``argv`` under the loopback relay to the egress proxy's socket (see module doc)."""
+    channel = spec.model_api
+    assert channel is not None
+    if spec.network:
+        raise ValueError("model_api is a network mode of its own; it needs network=False")
+    relay = [sys.executable, "-I", "-S", f"{EGRESS_DIR}/{EGRESS_RELAY}"]
+    relay += ["--socket", f"{EGRESS_DIR}/{EGRESS_SOCKET}"]
+    for name in channel.exports:
+        relay += ["--export", name]
+    mounts = (*spec.mounts, Mount(channel.host_dir, EGRESS_DIR, writable=False))
+    return [*relay, "--", *argv], replace(spec, mounts=mounts)
 
 
 def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -1,4 +1,6 @@
-"""The claude-code adapter, driven against a fake ``claude`` that speaks stream-json."""
+"""The claude-code adapter: the pure parser and judge against streams recorded from the real CLI
+(``tests/data/claude_streams``), and whole sessions against a fake ``claude`` that speaks
+stream-json. Real-CLI sessions are in ``test_claude_code_real.py``."""
 
 import json
 import time
@@ -6,15 +8,25 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from bench_assets.agents.base import SessionContext, SessionResult
-from bench_assets.agents.claude_code import ClaudeCodeAdapter, parse_stream
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.agents.claude_code import (
+    ClaudeCodeAdapter,
+    Expectations,
+    judge,
+    parse_stream,
+)
+from bench_assets.egress import PLACEHOLDER_CREDENTIAL
+from bench_assets.errorkinds import ErrorKind, is_excluded, is_systemic, is_valid_negative
 from bench_assets.hashing import sha256_text
 from bench_assets.models import ClaudeCodeAgent
 from bench_assets.redact import Redactor
+from bench_assets.sandbox import ExecResult
 
 FAKE = Path(__file__).resolve().parent / "fake_claude" / "claude"
+STREAMS = Path(__file__).resolve().parent / "data" / "claude_streams"
+MODEL = "claude-sonnet-4-5-20250929"
 PROMPT = "Fix add() so that it adds. UNIQUE-PROMPT-MARKER-7f3a"
 KEY = "sk-ant-test-0123456789abcdef0123456789"
 
@@ -28,12 +40,15 @@ def _ctx(tmp_path: Path, mode: str, **overrides: Any) -> SessionContext:
     scratch = tmp_path / "scratch"
     workdir.mkdir(exist_ok=True)
     scratch.mkdir(exist_ok=True)
+    skill = workdir / ".claude" / "skills" / "work" / "SKILL.md"
+    skill.parent.mkdir(parents=True, exist_ok=True)
+    skill.write_text("---\nname: work\n---\nDo the work.\n")
     fields: dict[str, Any] = {
         "task_id": "alpha",
         "arm": "workflow",
         "run": 1,
         "prompt": PROMPT,
-        "model": "claude-sonnet-4-5",
+        "model": MODEL,
         "effort": "medium",
         "workdir": workdir,
         "scratch": scratch,
@@ -166,18 +181,23 @@ def test_argv_carries_the_headless_flags_and_never_the_prompt(tmp_path: Path) ->
     joined = " ".join(argv)
     for piece in (
         "--output-format stream-json --verbose",
-        "--model claude-sonnet-4-5",
+        f"--model {MODEL}",
         '--strict-mcp-config --mcp-config {"mcpServers":{}}',
+        "--setting-sources project",
         "--permission-mode dontAsk",
         "--tools Read,Bash,Skill",
         "--allowedTools Bash(git log:*)",
-        "--disallowedTools WebFetch",
+        "--disallowedTools WebSearch --disallowedTools WebFetch",
         "--max-turns 5",
         "--effort medium",
     ):
         assert piece in joined
+    assert joined.count("--disallowedTools WebFetch") == 1
     assert PROMPT not in joined
+    assert "--max-budget-usd" not in joined
     assert _adapter().permission_mode() == "bypassPermissions"
+    budget = _adapter(max_budget_usd=0.75).argv("claude", ctx)
+    assert budget[budget.index("--max-budget-usd") + 1] == "0.75"
 
 
 def test_identity_reports_the_cli_version_once_and_the_options() -> None:
@@ -190,6 +210,12 @@ def test_identity_reports_the_cli_version_once_and_the_options() -> None:
         "allowed_tools": ["Read"],
         "disallowed_tools": [],
         "max_turns": 9,
+        "max_budget_usd": None,
+        "permission_mode": "dontAsk",
+        "setting_sources": "project",
+        "bundled_skills": False,
+        "always_disallowed": ["WebSearch", "WebFetch"],
+        "network": "model-api",
     }
     assert adapter.identity() == ident
 
@@ -243,24 +269,18 @@ def test_prompt_arrives_on_stdin_not_in_argv(tmp_path: Path) -> None:
     assert record["scratch_writable"] is True
 
 
-@pytest.mark.parametrize(
-    ("mode", "fragment"),
-    [
-        ("fail", "error_max_turns"),
-        ("malformed", "line(s) are not JSON objects"),
-    ],
-)
-def test_failed_sessions_are_session_errors(tmp_path: Path, mode: str, fragment: str) -> None:
-    res = _session(tmp_path, mode, expected_skill="work")
+def test_malformed_stream_is_a_session_error(tmp_path: Path) -> None:
+    res = _session(tmp_path, "malformed", expected_skill="work")
     assert not res.ok
     assert res.error_kind is ErrorKind.SESSION_ERROR
-    assert fragment in res.error_detail
+    assert "line(s) are not JSON objects" in res.error_detail
     assert len(res.error_detail) < 1000
 
 
-def test_failed_session_still_reports_what_it_cost(tmp_path: Path) -> None:
-    res = _session(tmp_path, "fail")
-    assert res.error_kind is ErrorKind.SESSION_ERROR
+def test_turn_limit_is_a_valid_negative_that_still_reports_its_cost(tmp_path: Path) -> None:
+    res = _session(tmp_path, "fail", spec={"max_turns": 7})
+    assert res.error_kind is ErrorKind.TURN_LIMIT
+    assert res.error_detail == "turn limit of 7 reached (num_turns 7)"
     assert res.usage.cost_usd == 0.4321 and res.usage.turns == 7
 
 
@@ -295,6 +315,12 @@ def test_skill_must_be_proven(tmp_path: Path, mode: str, fragment: str) -> None:
 
 def test_skill_proof_is_for_the_expected_skill_only(tmp_path: Path) -> None:
     assert _session(tmp_path, "ok", expected_skill="work").ok
+    missing = _session(tmp_path, "ok", expected_skill="plan")
+    assert missing.error_kind is ErrorKind.INFRA_ERROR
+    assert "expected skill 'plan' is not available in the session" in missing.error_detail
+    plan = tmp_path / "worktree" / ".claude" / "skills" / "plan" / "SKILL.md"
+    plan.parent.mkdir(parents=True)
+    plan.write_text("---\nname: plan\n---\nPlan.\n")
     res = _session(tmp_path, "ok", expected_skill="plan")
     assert res.error_kind is ErrorKind.SKILL_NOT_INVOKED
     assert _session(tmp_path, "noskill").ok
@@ -305,13 +331,14 @@ def test_expected_skill_comes_from_the_context_only(tmp_path: Path) -> None:
     assert _session(tmp_path, "noskill", spec={"expected_skill": "work"}).ok
 
 
-def test_secret_in_transcript_is_removed_by_the_callers_redactor(tmp_path: Path) -> None:
+def test_the_api_key_never_enters_the_session(tmp_path: Path) -> None:
+    """The egress proxy holds the credential: an agent printing its key prints a placeholder."""
     res = _session(tmp_path, "secret")
     assert res.ok, res.error_detail
     assert res.transcript is not None
-    assert KEY.encode() in res.transcript
+    assert KEY.encode() not in res.transcript
+    assert PLACEHOLDER_CREDENTIAL.encode() in res.transcript
     cleaned = Redactor([KEY]).bytes(res.transcript)
-    assert KEY.encode() not in cleaned
     assert parse_stream(cleaned).result is not None
 
 
@@ -331,10 +358,12 @@ def test_session_sees_only_allow_listed_environment(
     env = json.loads(text)
     assert "SOME_HOST_SECRET" not in env
     assert "host-only-value-123456" not in (res.transcript or b"").decode()
-    assert env["ANTHROPIC_API_KEY"] == KEY
+    assert env["ANTHROPIC_API_KEY"] == PLACEHOLDER_CREDENTIAL
+    assert env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
     assert env["HOME"] == "/home/agent"
     assert env["CLAUDE_CODE_EFFORT_LEVEL"] == "medium"
-    assert env["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] == "1"
+    assert env["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] == "0"
+    assert env["CLAUDE_CODE_DISABLE_BUNDLED_SKILLS"] == "1"
 
 
 def test_hang_times_out_quickly(tmp_path: Path) -> None:
@@ -343,9 +372,11 @@ def test_hang_times_out_quickly(tmp_path: Path) -> None:
     assert time.monotonic() - start < 15
     assert not res.ok
     assert res.error_kind is ErrorKind.SESSION_ERROR
-    assert res.error_detail == "timed out after 1s"
+    assert res.error_detail.startswith("timed out after 1s [egress proxy forwarded 0 request(s)")
     assert res.session_ids == ("fake-session-1",)
-    assert res.usage.cost_usd is None
+    # No result event, but not one request went through the egress proxy: provably free.
+    assert res.usage.cost_usd == 0.0
+    assert res.usage.input_tokens is None
 
 
 def test_missing_executable_is_an_infra_error(tmp_path: Path) -> None:
@@ -357,3 +388,245 @@ def test_missing_executable_is_an_infra_error(tmp_path: Path) -> None:
     assert res.error_kind is ErrorKind.INFRA_ERROR
     assert res.error_detail == "claude executable 'no-such-claude-xyz' not found on PATH"
     assert adapter.identity()["version"] is None
+
+
+# --- recorded real streams (CLI 2.1.197 against tests/mock_anthropic.py) -----------------------
+
+
+def _recorded(name: str) -> bytes:
+    return (STREAMS / f"{name}.jsonl").read_bytes()
+
+
+def _want(**overrides: Any) -> Expectations:
+    fields: dict[str, Any] = {
+        "permission_mode": "bypassPermissions",
+        "model": MODEL,
+        "tools": None,
+        "installed_skills": frozenset({"work"}),
+        "expected_skill": None,
+    }
+    fields.update(overrides)
+    return Expectations(**fields)
+
+
+def _judge_recorded(name: str, want: Expectations | None = None, returncode: int = 0) -> Any:
+    data = _recorded(name)
+    res = ExecResult(("claude",), returncode, data, b"", False, 1.0, len(data), 0)
+    return judge(res, parse_stream(data), want or _want(), timeout_s=60, max_turns=2)
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "fragments"),
+    [
+        # M1: CLAUDE_CODE_SUBPROCESS_ENV_SCRUB=1 forced "default": the Write was denied.
+        ("scrub_write_denied", ErrorKind.INFRA_ERROR, ["permission mode in force is 'default'"]),
+        # M4: the bundled skills (verify, debug, ...) were offered to the agent.
+        ("bundled_skills", ErrorKind.INFRA_ERROR, ["skills not installed by the arm", "verify"]),
+        # M2: the turn limit is the agent's failure, a valid negative.
+        ("max_turns", ErrorKind.TURN_LIMIT, ["turn limit of 2 reached (num_turns 3)"]),
+        # M8: the per-session budget too.
+        ("max_budget", ErrorKind.BUDGET_LIMIT, ["session budget reached (spent $6.0003)"]),
+        # M3: systemic failures name the real cause, not "subtype 'success'".
+        (
+            "auth_401",
+            ErrorKind.INFRA_ERROR,
+            ["model API authentication failed (HTTP 401): Invalid API key"],
+        ),
+        (
+            "rate_limit_429",
+            ErrorKind.SESSION_ERROR,
+            ["model API rate limit (HTTP 429): API Error: Request rejected (429)"],
+        ),
+        ("overloaded_529", ErrorKind.SESSION_ERROR, ["model API overloaded (HTTP 529)"]),
+        (
+            "unreachable",
+            ErrorKind.INFRA_ERROR,
+            ["model API unreachable: API Error: Unable to connect to API (ConnectionRefused)"],
+        ),
+        ("write_ok", None, []),
+        ("skill_ok", None, []),
+    ],
+)
+def test_recorded_real_streams_get_the_right_kind_and_detail(
+    name: str, kind: ErrorKind | None, fragments: list[str]
+) -> None:
+    got_kind, detail = _judge_recorded(name, returncode=0 if kind is None else 1)
+    assert got_kind is kind, detail
+    for fragment in fragments:
+        assert fragment in detail
+    assert "subtype 'success'" not in detail
+
+
+def test_limits_are_valid_negatives_and_api_failures_systemic() -> None:
+    """M2: a looping skill's failures count against it and never trip the outage breaker."""
+    for kind in (ErrorKind.TURN_LIMIT, ErrorKind.BUDGET_LIMIT):
+        assert is_valid_negative(kind) and not is_systemic(kind) and not is_excluded(kind)
+
+
+def test_unknown_tool_names_are_caught_from_init() -> None:
+    """M6: the CLI drops 'Wirte' silently; the init tools show it is missing."""
+    kind, detail = _judge_recorded("unknown_tool", _want(tools=("Read", "Wirte", "Skill")))
+    assert kind is ErrorKind.INFRA_ERROR
+    assert "tool(s) Wirte requested but unknown to this CLI" in detail
+
+
+def test_write_denials_the_arm_did_not_ask_for_are_infra_errors() -> None:
+    """M1: even in the requested mode, a denied unrestricted tool is not a valid negative."""
+    events = [json.loads(line) for line in _recorded("write_ok").splitlines()]
+    events[-1]["permission_denials"] = [{"tool_name": "Write", "tool_use_id": "t1"}]
+    data = _lines(*events)
+    res = ExecResult(("claude",), 0, data, b"", False, 1.0, len(data), 0)
+    kind, detail = judge(res, parse_stream(data), _want(), timeout_s=60)
+    assert kind is ErrorKind.INFRA_ERROR
+    assert "denied tool calls the arm did not restrict (Write x1)" in detail
+    # A tool the arm restricted (pre-approved only with a specifier, e.g. Write(docs/*)) may be.
+    allowed_only_read = _want(
+        unrestricted_mode=False,
+        granted=frozenset({"Read"}),
+        restricted=frozenset({"Write"}),
+    )
+    assert judge(res, parse_stream(data), allowed_only_read, timeout_s=60) == (None, "")
+
+
+def test_init_version_and_key_source_must_match_what_is_recorded() -> None:
+    """M7: the version in the cell identity and the credential path are what actually ran."""
+    assert _judge_recorded("write_ok", _want(version="2.1.197")) == (None, "")
+    kind, detail = _judge_recorded("write_ok", _want(version="2.1.200"))
+    assert kind is ErrorKind.INFRA_ERROR
+    assert "runs Claude Code '2.1.197', but '2.1.200' is recorded" in detail
+    assert _judge_recorded("write_ok", _want(api_key_source="ANTHROPIC_API_KEY")) == (None, "")
+    kind, detail = _judge_recorded("write_ok", _want(api_key_source="apiKeyHelper"))
+    assert kind is ErrorKind.INFRA_ERROR and "takes its credential from" in detail
+
+
+def test_expected_skill_must_be_available_in_init() -> None:
+    assert _judge_recorded("skill_ok", _want(expected_skill="work")) == (None, "")
+    kind, detail = _judge_recorded(
+        "skill_ok", _want(expected_skill="plan", installed_skills=frozenset({"work", "plan"}))
+    )
+    assert kind is ErrorKind.INFRA_ERROR
+    assert "expected skill 'plan' is not available" in detail
+
+
+def test_tokens_per_model_come_from_model_usage() -> None:
+    """M7: modelUsage is the truth; a budget-stopped session reports usage as zeros."""
+    usage = parse_stream(_recorded("max_budget")).usage()
+    assert usage.input_tokens == 2_000_000
+    assert usage.by_model is not None
+    assert set(usage.by_model) == {MODEL}
+    assert usage.by_model[MODEL].cost_usd == 6.0003
+    assert usage.cost_usd == 6.0003
+
+
+def test_fake_session_reports_tokens_per_model(tmp_path: Path) -> None:
+    res = _session(tmp_path, "ok")
+    assert res.usage.by_model is not None
+    assert sorted(res.usage.by_model) == ["claude-haiku-4-5-20251001", MODEL]
+    assert res.usage.by_model["claude-haiku-4-5-20251001"].output_tokens == 67
+
+
+# --- M5, M6: configuration --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "suggestion"),
+    [
+        ("sonnet", "claude-sonnet-4-5-20250929"),
+        ("opus", "claude-opus-4-5-20251101"),
+        ("haiku", "claude-haiku-4-5-20251001"),
+        ("sonnet[1m]", "claude-sonnet-4-5-20250929"),
+        ("claude-sonnet-4-5", "claude-sonnet-4-5-20250929"),
+        ("claude-opus-4-1", "claude-opus-4-5-20251101"),
+    ],
+)
+def test_aliases_and_undated_model_ids_are_rejected_naming_a_dated_id(
+    tmp_path: Path, model: str, suggestion: str
+) -> None:
+    from bench_assets.models import check_model_id
+
+    with pytest.raises(ValueError, match=suggestion):
+        check_model_id(model)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [MODEL, "claude-sonnet-4-5@20250929", "anthropic.claude-sonnet-4-5-20250929-v1:0", "gpt-x"],
+)
+def test_dated_and_non_claude_model_ids_are_accepted(model: str) -> None:
+    from bench_assets.models import check_model_id
+
+    assert check_model_id(model) == model
+
+
+def test_skill_tool_is_added_when_a_skill_is_expected(tmp_path: Path) -> None:
+    adapter = _adapter(allowed_tools=["Read", "Write"], expected_skill="work")
+    argv = adapter.argv("claude", _ctx(tmp_path, "ok", expected_skill="work"))
+    assert argv[argv.index("--tools") + 1] == "Read,Write,Skill"
+    assert "Skill" in [argv[i + 1] for i, a in enumerate(argv) if a == "--allowedTools"]
+    res = _session(tmp_path, "ok", spec={"allowed_tools": ["Read", "Write"]}, expected_skill="work")
+    assert res.ok, res.error_detail
+
+
+def test_an_arm_cannot_expect_a_skill_and_deny_the_skill_tool() -> None:
+    with pytest.raises(ValidationError, match="needs the Skill tool"):
+        ClaudeCodeAgent(adapter="claude-code", expected_skill="work", disallowed_tools=["Skill"])
+
+
+# --- M1, M7: the session is verified from init, before anything is paid ------------------------
+
+
+def test_an_arm_cannot_turn_the_env_scrub_back_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """M1: with the scrub set the (fake, like the real) CLI forces 'default' and denies Write."""
+    monkeypatch.setenv("CLAUDE_CODE_SUBPROCESS_ENV_SCRUB", "1")
+    res = _session(
+        tmp_path,
+        "ok",
+        spec={"env": ["ANTHROPIC_API_KEY", "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"]},
+        secrets_env={
+            "ANTHROPIC_API_KEY": KEY,
+            "FAKE_CLAUDE_MODE": "ok",
+            "CLAUDE_CODE_SUBPROCESS_ENV_SCRUB": "1",
+        },
+    )
+    assert res.ok, res.error_detail
+    assert (tmp_path / "worktree" / "fake-work.txt").read_text() == "work was done\n"
+
+
+def test_a_session_running_another_model_is_stopped_at_init(tmp_path: Path) -> None:
+    res = _session(tmp_path, "othermodel")
+    assert res.error_kind is ErrorKind.INFRA_ERROR
+    assert res.error_detail.startswith(
+        "session stopped at system/init: the CLI runs model 'claude-opus-4-5-20251101', "
+        f"but '{MODEL}' was requested"
+    )
+    assert "forwarded 0 request(s)" in res.error_detail
+
+
+def test_no_credential_fails_before_the_cli_starts(tmp_path: Path) -> None:
+    res = _session(tmp_path, "ok", secrets_env={"FAKE_CLAUDE_MODE": "ok"})
+    assert res.error_kind is ErrorKind.INFRA_ERROR
+    assert res.error_detail.startswith("no model API credential")
+    assert not (tmp_path / "worktree" / ".fake-argv.json").exists()
+
+
+def test_repository_settings_are_masked_and_left_untouched(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, "settings")
+    settings = ctx.workdir / ".claude" / "settings.json"
+    settings.write_text('{"permissions": {"deny": ["Write"]}, "model": "opus"}')
+    res = _adapter().run(ctx)
+    assert res.ok, res.error_detail
+    texts = [
+        b["text"]
+        for e in parse_stream(res.transcript or b"").events
+        if e.get("type") == "assistant"
+        for b in e["message"]["content"]
+        if b.get("type") == "text"
+    ]
+    assert texts[0] == "{}\n"
+    # The agent can neither rewrite the mask nor reach it through a writable path.
+    attack = json.loads(texts[1])
+    assert attack["rewrite"] in ("OSError", "PermissionError")
+    assert attack["scratch"] == []
+    assert settings.read_text() == '{"permissions": {"deny": ["Write"]}, "model": "opus"}'

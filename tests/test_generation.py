@@ -143,6 +143,54 @@ def test_outage_breaker_aborts_the_generation(tmp_path: Path, monkeypatch) -> No
     assert body["decision"] == "insufficient_evidence"
 
 
+def test_spend_cap_counts_reported_cost_bounds_unknown_cost_and_trips() -> None:
+    from bench_assets.generation import SpendCap
+
+    off = SpendCap(None)
+    assert not any(off.observe("c", None, None) for _ in range(3))
+    cap = SpendCap(1.0)
+    assert not cap.observe("a.r0", 0.4, None)
+    assert not cap.observe("a.r1", None, 0.5)  # unknown cost, bounded by the arm's budget
+    assert cap.observe("a.r2", 0.2, None)
+    assert cap.reason == (
+        "spend cap reached: $1.1000 of $1 spent by 3 paid cell(s), "
+        "1 counted at their session budget"
+    )
+    unbounded = SpendCap(5.0)
+    assert unbounded.observe("b.r0", None, None), "unknown is not zero"
+    assert "cell b.r0 reported no cost" in unbounded.reason
+
+
+def test_spend_cap_stops_scheduling_and_fails_the_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """M8: limits.max_spend_usd stops new cells like the breaker, says why, exits 1."""
+    root = replay_bench(tmp_path)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["limits"] = {"max_spend_usd": 1.0, "agent_sessions": 1}
+    write_yaml(root / "bench.yaml", data)
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(tmp_path / "art"))
+    result = CliRunner().invoke(main, ["evolve", "--tasks", str(root), "--json"])
+    assert result.exit_code == 1, result.output
+    body = json.loads(result.stdout)
+    assert body["aborted"] is True
+    assert body["decision"] == "insufficient_evidence"
+    assert body["stop_reason"].startswith("spend cap reached: $1.4000 of $1 spent by 2 paid cell")
+
+
+def test_turn_and_budget_limits_never_trip_the_outage_breaker() -> None:
+    """M2: five looping sessions in a row are the arm's failures, not an outage."""
+    from bench_assets.errorkinds import ErrorKind
+    from bench_assets.generation import OutageBreaker
+
+    breaker = OutageBreaker(5)
+    for kind in [ErrorKind.TURN_LIMIT] * 5 + [ErrorKind.BUDGET_LIMIT] * 5:
+        assert not breaker.observe(kind)
+    for _ in range(5):
+        breaker.observe(ErrorKind.INFRA_ERROR)
+    assert breaker.tripped
+
+
 QUEUED_INSTANCE = """\
 telemetry: {enabled: false}
 run_coordinator:

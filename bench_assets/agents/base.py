@@ -14,10 +14,22 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.sandbox import WORKSPACE, Mount, SandboxSpec
+from bench_assets.sandbox import WORKSPACE, ModelApiChannel, Mount, SandboxSpec
 
 SCRATCH = "/wfbench"
 """Where the adapter's private scratch folder is mounted inside the sandbox."""
+
+
+class ModelUsage(BaseModel):
+    """Tokens and cost of one model within a session (Claude Code's ``modelUsage``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cost_usd: float | None = None
 
 
 class Usage(BaseModel):
@@ -33,6 +45,8 @@ class Usage(BaseModel):
     turns: int | None = None
     duration_s: float | None = None
     """Agent-reported session duration (wall time is measured separately)."""
+    by_model: dict[str, ModelUsage] | None = None
+    """Per-model breakdown (main model, sub-agents), when the agent reports one."""
 
     @property
     def total_tokens(self) -> int | None:
@@ -71,12 +85,17 @@ class SessionContext:
 
 
 def session_sandbox(
-    ctx: SessionContext, *, network: bool, extra: tuple[Mount, ...] = ()
+    ctx: SessionContext,
+    *,
+    network: bool,
+    extra: tuple[Mount, ...] = (),
+    model_api: ModelApiChannel | None = None,
 ) -> SandboxSpec:
     """The containment every adapter uses for a session.
 
     The worktree is writable at ``/workspace``, the scratch folder at ``/wfbench``, the evaluated
-    skill files are read-only, and the network exists only if the agent needs it.
+    skill files are read-only, and the network exists only if the agent needs it — or, with
+    ``model_api``, only the model API through the egress proxy.
     """
     mounts = [Mount(ctx.scratch, SCRATCH, writable=True)]
     for rel in ctx.readonly_paths:
@@ -89,6 +108,7 @@ def session_sandbox(
         network=network,
         mounts=tuple(mounts),
         memory_mb=ctx.memory_mb,
+        model_api=model_api,
     )
 
 

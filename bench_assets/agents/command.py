@@ -1,7 +1,9 @@
 """The ``command`` adapter: any agent CLI, run from an argv template inside the sandbox.
 
 Placeholders in the template: ``{prompt_file}`` (the prompt, also on stdin), ``{workdir}``
-(``/workspace``), ``{model}``, ``{effort}``. The agent may write a usage JSON (the fields of
+(``/workspace``), ``{model}``, ``{effort}``. With ``network: model-api`` the sandbox has no network
+but the model API, at ``$WFBENCH_MODEL_API_URL`` (also ``$ANTHROPIC_BASE_URL``) through the
+harness's egress proxy. The agent may write a usage JSON (the fields of
 :class:`~bench_assets.agents.base.Usage`) to ``$WFBENCH_USAGE_FILE``; anything it does not
 report is recorded as unknown (null), never as 0.
 """
@@ -11,13 +13,17 @@ import json
 from pydantic import ValidationError
 
 from bench_assets.agents.base import SCRATCH, SessionContext, SessionResult, Usage, session_sandbox
+from bench_assets.egress import BASE_URL_ENV, ModelApiProxy, resolve_upstream
 from bench_assets.errorkinds import ErrorKind
+from bench_assets.errors import ContainmentError
 from bench_assets.fsutil import atomic_write_text
 from bench_assets.models import CommandAgent
 from bench_assets.sandbox import WORKSPACE, Isolation, run, sandbox_env
 
 PROMPT_FILE = f"{SCRATCH}/prompt.md"
 USAGE_FILE = f"{SCRATCH}/usage.json"
+MODEL_API_EXPORTS = ("WFBENCH_MODEL_API_URL", BASE_URL_ENV)
+"""With ``network: model-api``, the variables holding the egress proxy's URL inside."""
 
 
 class CommandAdapter:
@@ -59,14 +65,39 @@ class CommandAdapter:
                 "WFBENCH_MODEL": ctx.model,
             }
         )
-        res = run(
-            argv,
-            isolation=Isolation.SANDBOX,
-            env=env,
-            timeout_s=ctx.timeout_s,
-            stdin=ctx.prompt.encode("utf-8"),
-            sandbox=session_sandbox(ctx, network=self.spec.network),
-        )
+        if self.spec.network == "model-api":
+            try:
+                upstream = resolve_upstream(self.spec.api_base_url, self.spec.env, ctx.secrets_env)
+            except ContainmentError as e:
+                return SessionResult(
+                    ok=False,
+                    usage=Usage(),
+                    error_kind=ErrorKind.INFRA_ERROR,
+                    error_detail=str(e),
+                    agent_version=self.spec.version,
+                )
+            # The agent's own credentials (from env) pass through the proxy unchanged: wfbench
+            # cannot know how an arbitrary CLI authenticates.
+            with ModelApiProxy(upstream, timeout_s=ctx.timeout_s) as proxy:
+                res = run(
+                    argv,
+                    isolation=Isolation.SANDBOX,
+                    env=env,
+                    timeout_s=ctx.timeout_s,
+                    stdin=ctx.prompt.encode("utf-8"),
+                    sandbox=session_sandbox(
+                        ctx, network=False, model_api=proxy.channel(MODEL_API_EXPORTS)
+                    ),
+                )
+        else:
+            res = run(
+                argv,
+                isolation=Isolation.SANDBOX,
+                env=env,
+                timeout_s=ctx.timeout_s,
+                stdin=ctx.prompt.encode("utf-8"),
+                sandbox=session_sandbox(ctx, network=self.spec.network is True),
+            )
         usage, note = _read_usage(ctx)
         transcript = res.stdout + (b"\n--- stderr ---\n" + res.stderr if res.stderr else b"")
         if res.timed_out:

@@ -47,8 +47,9 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
     live; the agent_sessions and graph_build pools bound concurrency with every other launch).
     When no dagster-daemon is running, one is started for the generation's duration. Then it
     aggregates, decides, reports and appends to the ledger. Exit 0 when done (whatever the
-    decision), 1 when the outage breaker tripped or the incumbent arm was unusable, 2 for
-    invalid input. `wfbench plan` shows beforehand which cells would run and why.
+    decision), 1 when the outage breaker or the spend cap (limits.max_spend_usd) stopped it or
+    the incumbent arm was unusable, 2 for invalid input. `wfbench plan` shows beforehand which
+    cells would run and why.
     """
     from bench_assets.driver.evolve import NothingToEvaluate
     from bench_assets.driver.evolve import evolve as run_generation
@@ -83,6 +84,7 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
         "paid_cells": res.paid_cells,
         "reused_cells": res.reused_cells,
         "aborted": res.aborted,
+        "stop_reason": res.stop_reason or None,
         "unusable_incumbent": res.unusable or None,
         "applied": res.applied,
         "report": res.report,
@@ -97,7 +99,7 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
         )
         click.echo(f"report: {res.report}")
         if res.aborted:
-            click.echo("ABORTED: the outage breaker tripped; the decision cannot promote")
+            click.echo(f"ABORTED: {res.stop_reason}; the decision cannot promote")
         if res.unusable:
             click.echo(f"FAILED: {res.unusable}")
     if res.aborted or res.unusable:

@@ -5,11 +5,11 @@ containment preflight → ``incumbent_skills`` and ``candidate_overlay`` (in pro
 unpartitioned) → one run per task for its inputs (``task_bindings``, ``oracle_snapshots``,
 ``sanitized_graphs``; pool ``graph_build``) → as soon as a task's inputs succeed its cells are
 planned and one run per cell that must be paid is submitted (pool ``agent_sessions``), so later
-tasks' graphs build while earlier tasks' sessions run → the outage breaker watches results as
-they end and cancels every queued or running cell when it trips → aggregates, decision, report,
-ledger (in process) → apply (if enabled). No run is launched for a cell that would only be
-reused: its previous materialization is the evidence. Every run is tagged
-``wfbench/generation``.
+tasks' graphs build while earlier tasks' sessions run → the outage breaker and the spend cap
+(``limits.max_spend_usd``) watch results as they end and cancel every queued or running cell when
+either trips → aggregates, decision, report, ledger (in process) → apply (if enabled). No run is
+launched for a cell that would only be reused: its previous materialization is the evidence.
+Every run is tagged ``wfbench/generation``.
 
 Runs go through :class:`~bench_assets.driver.runqueue.QueueExecutor` (the instance's run
 coordinator and launcher, so the UI shows them live and its pools bound concurrency across every
@@ -28,6 +28,7 @@ import dagster as dg
 from bench_assets import apply as apply_mod
 from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
+from bench_assets.cellkeys import parse_cell_key
 from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.documents import load_cell
@@ -61,7 +62,7 @@ from bench_assets.driver.transaction import (
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json
-from bench_assets.generation import OutageBreaker, writer_lock
+from bench_assets.generation import OutageBreaker, SpendCap, writer_lock
 from bench_assets.hashing import tree_digest, tree_manifest
 from bench_assets.manifest import (
     Manifest,
@@ -113,8 +114,10 @@ class EvolveResult:
     report: str = ""
     plan: list[PlannedCell] = field(default_factory=list)
     cells: list[dict[str, Any]] = field(default_factory=list)
-    """One summary per paid cell: task, cell, run id, resolved, error kind (null = valid)."""
+    """One summary per paid cell: task, cell, run id, resolved, error kind (null = valid), cost."""
     applied: bool = False
+    stop_reason: str = ""
+    """Why no further cell was scheduled (outage breaker or spend cap); empty if none."""
 
 
 def _resources(tasks_dir: str, artifact_root: str) -> dict[str, Any]:
@@ -142,6 +145,7 @@ def _cell_summary(
             "resolved": False,
             "error_kind": ErrorKind.INFRA_ERROR.value,
             "error_detail": str(failure),
+            "cost_usd": None,
         }
     asset = job.assets[0]
     key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
@@ -154,6 +158,7 @@ def _cell_summary(
         "resolved": bool(record and record.resolved),
         "error_kind": record.error_kind.value if record and record.error_kind else None,
         "error_detail": record.error_detail if record else "record missing after the run",
+        "cost_usd": record.cost_usd if record else None,
     }
 
 
@@ -231,8 +236,12 @@ def _pay(
     generation: str,
     folder: Path,
     progress: Callable[[str], None],
-) -> tuple[list[PlannedCell], list[dict[str, Any]], OutageBreaker]:
-    """Build inputs, plan and pay every task's cells; returns the plan, paid cells and breaker.
+) -> tuple[list[PlannedCell], list[dict[str, Any]], str]:
+    """Build inputs, plan and pay every task's cells; returns the plan, paid cells, stop reason.
+
+    The outage breaker and the spend cap observe each finished cell; when either trips, every
+    queued or running cell is canceled, no task's cells are submitted any more, and the reason is
+    returned (empty when neither tripped).
 
     A task's manifest is written before any of its cells is submitted; a task that already has
     one (a resumed generation) is not planned again, and a planned cell already paid in this
@@ -240,6 +249,7 @@ def _pay(
     """
     gen_tags = {GEN_TAG: generation}
     breaker = OutageBreaker(bench.config.limits.outage_streak)
+    spend = SpendCap(bench.config.limits.max_spend_usd)
     plan: list[PlannedCell] = []
     cells: list[dict[str, Any]] = []
     submitted = 0
@@ -255,7 +265,7 @@ def _pay(
                     assert done.failure is not None
                     raise done.failure
                 progress(f"inputs ready: {task}")
-                if breaker.tripped:
+                if breaker.tripped or spend.tripped:
                     continue
                 require_tasks_unchanged(bench.root, folder, ex)
                 task_plan, n = _submit_task(
@@ -282,10 +292,27 @@ def _pay(
             progress(f"  [{len(cells)}/{submitted}] {done.job.label}: {verdict}")
             kind = summary["error_kind"]
             breaker.observe(ErrorKind(kind) if kind else None)
-            if breaker.tripped and ex.pending():
+            spend.observe(
+                done.job.label, summary["cost_usd"], _session_budget(bench, summary["cell"])
+            )
+            if (breaker.tripped or spend.tripped) and ex.pending():
                 canceled = ex.cancel_all()
                 progress(f"canceled {len(canceled)} queued or running cell(s)")
-    return plan, cells, breaker
+    stop_reason = spend.reason if spend.tripped else ""
+    if breaker.tripped:
+        stop_reason = (
+            f"outage breaker tripped after {breaker.streak} consecutive systemic failures "
+            f"({', '.join(breaker.trip_kinds)})"
+        )
+    return plan, cells, stop_reason
+
+
+def _session_budget(bench: Benchmark, cell: str) -> float | None:
+    """The cell's arm's per-session budget: what a cell of unknown cost may have spent at most."""
+    arm, _ = parse_cell_key(cell)
+    spec = bench.config.arms.get(arm)
+    budget = getattr(spec.agent, "max_budget_usd", None) if spec else None
+    return float(budget) if budget is not None else None
 
 
 def evolve(
@@ -419,7 +446,7 @@ def _evolve_locked(
             progress=progress,
         )
     with executor as ex:
-        plan, cells, breaker = _pay(
+        plan, cells, stop_reason = _pay(
             ex,
             bench,
             instance,
@@ -430,12 +457,9 @@ def _evolve_locked(
             progress=progress,
         )
     require_tasks_unchanged(bench.root, folder)
-    aborted = breaker.tripped
+    aborted = bool(stop_reason)
     if aborted:
-        progress(
-            f"outage breaker tripped after {breaker.streak} consecutive systemic failures "
-            f"({', '.join(breaker.trip_kinds)}); no further cells scheduled"
-        )
+        progress(f"{stop_reason}; no further cells scheduled")
     unusable = ""
     try:
         out = materialize_decision(
@@ -476,4 +500,5 @@ def _evolve_locked(
         plan=plan,
         cells=cells,
         applied=applied,
+        stop_reason=stop_reason,
     )

@@ -39,6 +39,7 @@ REPOSITORY = "__repository__"
 LOCATION = "bench_assets"
 DEFS_MODULE = "bench_assets.definitions"
 DAEMON_START_TIMEOUT_S = 60.0
+QUIET_WARNINGS = "ignore::Warning:dagster._core.definitions.sensor_definition"
 HEARTBEAT_FRESH_S = 75.0
 """A daemon's heartbeat (every 30 s) older than this means no daemon is dequeuing."""
 DAEMON_RECHECK_S = 30.0
@@ -211,8 +212,13 @@ class QueueExecutor:
         from dagster._core.workspace.load_target import WorkspaceFileTarget
 
         self._workspace_path = self._workspace_file()
+        # The code server it starts inherits this environment: keep Dagster's notice about a beta
+        # parameter of its own sensors and its INFO lines off the user's terminal.
+        os.environ.setdefault("PYTHONWARNINGS", QUIET_WARNINGS)
         self._wpc = WorkspaceProcessContext(
-            self.instance, WorkspaceFileTarget([str(self._workspace_path)])
+            self.instance,
+            WorkspaceFileTarget([str(self._workspace_path)]),
+            code_server_log_level="WARNING",
         )
         self._wpc.__enter__()
         self._ctx = self._wpc.create_request_context()

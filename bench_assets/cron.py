@@ -1,77 +1,111 @@
-"""Cron evaluation for the weekly trigger (five fields, UTC), pure and dependency-free.
+"""Cron for the weekly schedule: validation with field-naming errors, ticks via croniter.
 
-Semantics follow cron(8): a time matches when minute, hour, month and the day fields match; as in
-Vixie cron, when *both* day-of-month and day-of-week are restricted, a day matching *either* one
-is enough.
+Tick arithmetic is croniter's (the maintained library Dagster itself vendors for schedules), with
+Vixie cron's rule that when *both* day-of-month and day-of-week are restricted, a day matching
+*either* is enough. The harness adds what croniter does not say clearly: an error that names the
+bad field, and a rejection of expressions that parse but never fire (``0 0 31 2 *``).
+
+No Dagster import: the Dagster schedule (``defs/automation.py``) is built from these values.
 """
 
 import datetime as dt
+import zoneinfo
 
-from bench_assets.models import validate_cron
+from croniter import CroniterBadDateError, croniter
 
-_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
-_NAMES: tuple[dict[str, int], ...] = (
-    {},
-    {},
-    {},
-    {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
-    {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())},
+_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
+    ("minute", 0, 59, {}),
+    ("hour", 0, 23, {}),
+    ("day of month", 1, 31, {}),
+    (
+        "month",
+        1,
+        12,
+        {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
+    ),
+    ("day of week", 0, 7, {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}),
 )
+_NEVER_HORIZON_YEARS = 9
+"""A valid cron fires at least once in any 9 years (Feb 29 skips at most one leap year, 2100)."""
 
 
-def _value(token: str, names: dict[str, int]) -> int:
-    return int(token) if token.isdigit() else names[token.lower()]
+def validate_cron(expr: str) -> None:
+    """Validate a five-field cron expression; raise ``ValueError`` naming the bad field.
+
+    Also rejects an expression that never fires (``0 0 31 2 *``: February has no 31st).
+    """
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(f"cron {expr!r} must have 5 fields (minute hour dom month dow)")
+    for text, (what, lo, hi, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in text.split(","):
+            _validate_item(item, what, lo, hi, names, expr)
+    if not croniter.is_valid(expr):
+        raise ValueError(f"cron {expr!r} is not a valid cron expression")
+    start = dt.datetime(2001, 1, 1, tzinfo=dt.UTC)
+    try:
+        croniter(expr, start, max_years_between_matches=_NEVER_HORIZON_YEARS).get_next(dt.datetime)
+    except CroniterBadDateError:
+        raise ValueError(
+            f"cron {expr!r} never fires: no date matches its day-of-month and month fields"
+        ) from None
 
 
-def _field(text: str, index: int) -> tuple[set[int], bool]:
-    lo, hi = _RANGES[index]
-    names = _NAMES[index]
-    values: set[int] = set()
-    for item in text.split(","):
-        base, _, step_s = item.partition("/")
-        step = int(step_s) if step_s else 1
-        if base == "*":
-            start, end = lo, hi
-        else:
-            a, dash, b = base.partition("-")
-            start = _value(a, names)
-            end = _value(b, names) if dash else (start if not step_s else hi)
-        values.update(range(start, end + 1, step))
-    if index == 4 and 7 in values:
-        values.add(0)
-    return values, text != "*"
+def _validate_item(
+    item: str, what: str, lo: int, hi: int, names: dict[str, int], expr: str
+) -> None:
+    def value(tok: str) -> int:
+        if tok.lower() in names:
+            return names[tok.lower()]
+        if not tok.isdigit():
+            raise ValueError(f"cron {expr!r}: {what} value {tok!r} is not a number")
+        n = int(tok)
+        if not lo <= n <= hi:
+            raise ValueError(f"cron {expr!r}: {what} value {n} is outside {lo}-{hi}")
+        return n
+
+    base, _, step = item.partition("/")
+    if step and (not step.isdigit() or int(step) == 0):
+        raise ValueError(f"cron {expr!r}: {what} step {step!r} must be a positive number")
+    if base == "*":
+        return
+    start, dash, end = base.partition("-")
+    a = value(start)
+    if dash and value(end) < a:
+        raise ValueError(f"cron {expr!r}: {what} range {base!r} runs backwards")
 
 
-Compiled = tuple[tuple[set[int], bool], ...]
+def validate_timezone(name: str) -> None:
+    """Raise ``ValueError`` unless ``name`` is an IANA time zone (``UTC``, ``Europe/Berlin``)."""
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ValueError(
+            f"timezone {name!r} is not an IANA time zone name (e.g. 'UTC', 'Europe/Berlin')"
+        ) from None
 
 
-def compile_cron(expr: str) -> Compiled:
-    """Validate and expand ``expr`` once."""
-    validate_cron(expr)
-    return tuple(_field(f, i) for i, f in enumerate(expr.split()))
+def _local(when: dt.datetime, timezone: str) -> dt.datetime:
+    if when.tzinfo is None:
+        raise ValueError("cron times must be timezone-aware")
+    return when.astimezone(zoneinfo.ZoneInfo(timezone))
 
 
-def matches(expr: str | Compiled, when: dt.datetime) -> bool:
-    """Whether ``when`` (UTC, any seconds) is a tick of ``expr``."""
-    compiled = compile_cron(expr) if isinstance(expr, str) else expr
-    (minute, _), (hour, _), (dom, dom_r), (month, _), (dow, dow_r) = compiled
-    when = when.astimezone(dt.UTC)
-    if when.minute not in minute or when.hour not in hour or when.month not in month:
-        return False
-    weekday = (when.weekday() + 1) % 7  # cron: Sunday = 0
-    day_ok = when.day in dom
-    dow_ok = weekday in dow
-    if dom_r and dow_r:
-        return day_ok or dow_ok
-    return day_ok and dow_ok
+def next_tick(expr: str, after: dt.datetime, timezone: str = "UTC") -> dt.datetime:
+    """The first tick strictly after ``after``, evaluated in ``timezone``, returned in UTC."""
+    tick: dt.datetime = croniter(expr, _local(after, timezone)).get_next(dt.datetime)
+    return tick.astimezone(dt.UTC)
 
 
-def latest_tick(expr: str, now: dt.datetime, horizon_days: int = 366) -> dt.datetime | None:
-    """The most recent tick at or before ``now`` (to the minute), within ``horizon_days``."""
-    compiled = compile_cron(expr)
-    t = now.astimezone(dt.UTC).replace(second=0, microsecond=0)
-    for _ in range(horizon_days * 24 * 60):
-        if matches(compiled, t):
-            return t
-        t -= dt.timedelta(minutes=1)
-    return None
+def latest_tick(expr: str, now: dt.datetime, timezone: str = "UTC") -> dt.datetime:
+    """The most recent tick at or before ``now`` (to the minute), returned in UTC."""
+    local = _local(now, timezone).replace(second=0, microsecond=0)
+    if croniter.match(expr, local):
+        return local.astimezone(dt.UTC)
+    prev: dt.datetime = croniter(expr, local).get_prev(dt.datetime)
+    return prev.astimezone(dt.UTC)
+
+
+def matches(expr: str, when: dt.datetime, timezone: str = "UTC") -> bool:
+    """Whether ``when`` (any seconds) falls in a minute that is a tick of ``expr``."""
+    return bool(croniter.match(expr, _local(when, timezone)))

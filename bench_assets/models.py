@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bench_assets.cron import validate_cron, validate_timezone
+
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """Task ids: artifact-safe slugs, also valid Dagster partition keys."""
 
@@ -532,13 +534,20 @@ class ScheduleConfig(_Strict):
     """When the weekly generation starts."""
 
     cron: str = "0 3 * * 6"
-    timezone: Literal["UTC"] = "UTC"
+    timezone: str = "UTC"
+    """IANA zone the cron is read in (the Dagster schedule's execution timezone)."""
     enabled: bool = True
 
     @field_validator("cron")
     @classmethod
     def _check_cron(cls, v: str) -> str:
         validate_cron(v)
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _check_timezone(cls, v: str) -> str:
+        validate_timezone(v)
         return v
 
 
@@ -712,55 +721,3 @@ class CandidateSpec(_Strict):
     @classmethod
     def _check_title(cls, v: str) -> str:
         return _nonblank(v, "title")
-
-
-# --------------------------------------------------------------------------------------------
-# cron
-
-
-_CRON_FIELDS: tuple[tuple[str, int, int, dict[str, int]], ...] = (
-    ("minute", 0, 59, {}),
-    ("hour", 0, 23, {}),
-    ("day of month", 1, 31, {}),
-    (
-        "month",
-        1,
-        12,
-        {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())},
-    ),
-    ("day of week", 0, 7, {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}),
-)
-
-
-def validate_cron(expr: str) -> None:
-    """Validate a five-field cron expression; raise ``ValueError`` naming the bad field."""
-    fields = expr.split()
-    if len(fields) != 5:
-        raise ValueError(f"cron {expr!r} must have 5 fields (minute hour dom month dow)")
-    for text, (what, lo, hi, names) in zip(fields, _CRON_FIELDS, strict=True):
-        for item in text.split(","):
-            _validate_cron_item(item, what, lo, hi, names, expr)
-
-
-def _validate_cron_item(
-    item: str, what: str, lo: int, hi: int, names: dict[str, int], expr: str
-) -> None:
-    def value(tok: str) -> int:
-        if tok.lower() in names:
-            return names[tok.lower()]
-        if not tok.isdigit():
-            raise ValueError(f"cron {expr!r}: {what} value {tok!r} is not a number")
-        n = int(tok)
-        if not lo <= n <= hi:
-            raise ValueError(f"cron {expr!r}: {what} value {n} is outside {lo}-{hi}")
-        return n
-
-    base, _, step = item.partition("/")
-    if step and (not step.isdigit() or int(step) == 0):
-        raise ValueError(f"cron {expr!r}: {what} step {step!r} must be a positive number")
-    if base == "*":
-        return
-    start, dash, end = base.partition("-")
-    a = value(start)
-    if dash and value(end) < a:
-        raise ValueError(f"cron {expr!r}: {what} range {base!r} runs backwards")

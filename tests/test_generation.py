@@ -8,9 +8,10 @@ import dagster as dg
 import pytest
 import yaml
 from click.testing import CliRunner
+from dagster._utils.schedules import cron_string_iterator  # what the Schedules page computes
 
 from bench_assets.cli import main
-from bench_assets.cron import latest_tick, matches
+from bench_assets.cron import latest_tick, matches, next_tick, validate_cron
 from bench_assets.defs import automation
 from bench_assets.defs.resources import BenchResource
 from bench_assets.driver.evolve import evolve
@@ -18,6 +19,9 @@ from tests.conftest import write_yaml
 from tests.test_dagster_cells import replay_bench
 
 SAT_0300 = dt.datetime(2026, 11, 28, 3, 0, tzinfo=dt.UTC)  # a Saturday
+
+
+FRI_1200 = dt.datetime(2026, 11, 27, 12, 0, tzinfo=dt.UTC)
 
 
 def test_cron_ticks() -> None:
@@ -29,39 +33,71 @@ def test_cron_ticks() -> None:
         days=7
     )
     assert matches("0 9 1 * mon", dt.datetime(2026, 12, 1, 9, 0, tzinfo=dt.UTC))  # dom OR dow
+    assert matches("0 9 1 * mon", dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC))
 
 
-def _sensor(instance, root: Path, cursor: str | None, when: dt.datetime, monkeypatch):
-    monkeypatch.setattr(automation, "now", lambda: when)
-    ctx = dg.build_sensor_context(
-        instance=instance, cursor=cursor, resources={"bench": BenchResource(tasks_dir=str(root))}
-    )
-    return automation.weekly_generation_sensor(ctx)
+def test_a_cron_that_never_fires_is_rejected() -> None:
+    with pytest.raises(ValueError, match="never fires"):
+        validate_cron("0 0 31 2 *")
+    validate_cron("0 0 29 2 *")  # leap days do come
 
 
-def test_weekly_trigger_fires_at_saturday_0300_and_not_at_0259(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_weekly_schedule_is_a_dagster_schedule_with_bench_yaml_cron(tmp_path: Path) -> None:
+    """The next tick after a Friday is that week's Saturday 03:00 UTC, as the UI computes it."""
     root = replay_bench(tmp_path)
-    last_week = (SAT_0300 - dt.timedelta(days=7)).isoformat()
-    with dg.instance_for_test() as instance:
-        early = _sensor(instance, root, last_week, SAT_0300 - dt.timedelta(minutes=1), monkeypatch)
-        assert isinstance(early, dg.SkipReason), early
-        due = _sensor(instance, root, last_week, SAT_0300, monkeypatch)
-        assert isinstance(due, dg.SensorResult)
-        (req,) = due.run_requests or []
-        assert req.run_key == f"generation-{SAT_0300.isoformat()}"
-        assert due.cursor == SAT_0300.isoformat()
-        again = _sensor(instance, root, due.cursor, SAT_0300 + dt.timedelta(minutes=5), monkeypatch)
-        assert isinstance(again, dg.SkipReason), "one tick starts exactly one generation"
-        first = _sensor(instance, root, None, SAT_0300, monkeypatch)
-        assert isinstance(first, dg.SensorResult) and not first.run_requests
-        assert first.cursor == SAT_0300.isoformat()
-        data = yaml.safe_load((root / "bench.yaml").read_text())
-        data["schedule"] = {"cron": "0 3 * * 6", "enabled": False}
-        write_yaml(root / "bench.yaml", data)
-        off = _sensor(instance, root, last_week, SAT_0300, monkeypatch)
-        assert isinstance(off, dg.SkipReason) and "enabled" in (off.skip_message or "")
+    sched = automation.build_weekly_schedule(str(root))
+    assert isinstance(sched, dg.ScheduleDefinition)
+    assert (sched.cron_schedule, sched.execution_timezone) == ("0 3 * * 6", "UTC")
+    assert sched.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert FRI_1200.strftime("%A") == "Friday"
+    assert next_tick("0 3 * * 6", FRI_1200) == SAT_0300
+    # Dagster's own tick arithmetic (what the Schedules page shows) agrees.
+    ticks = cron_string_iterator(FRI_1200.timestamp(), sched.cron_schedule, "UTC")
+    assert next(ticks) == SAT_0300
+
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["schedule"] = {"cron": "30 6 * * 1", "timezone": "Europe/Berlin"}
+    write_yaml(root / "bench.yaml", data)
+    berlin = automation.build_weekly_schedule(str(root))
+    assert (berlin.cron_schedule, berlin.execution_timezone) == ("30 6 * * 1", "Europe/Berlin")
+    # Monday 06:30 in Berlin is 05:30 UTC in winter.
+    assert next_tick("30 6 * * 1", FRI_1200, "Europe/Berlin") == dt.datetime(
+        2026, 11, 30, 5, 30, tzinfo=dt.UTC
+    )
+
+
+def _tick(root: Path, sched_root: Path, when: dt.datetime):
+    sched = automation.build_weekly_schedule(str(sched_root))
+    ctx = dg.build_schedule_context(
+        scheduled_execution_time=when, resources={"bench": BenchResource(tasks_dir=str(root))}
+    )
+    result = sched(ctx)
+    assert isinstance(result, dg.RunRequest | dg.SkipReason), result
+    return result
+
+
+def test_the_schedule_starts_one_generation_per_tick_and_skips_saying_why(tmp_path: Path) -> None:
+    root = replay_bench(tmp_path)
+    req = _tick(root, root, SAT_0300)
+    assert isinstance(req, dg.RunRequest), req
+    assert req.run_key == f"generation-{SAT_0300.isoformat()}"
+    assert req.tags["wfbench/tick"] == SAT_0300.isoformat()
+
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["schedule"] = {"cron": "0 4 * * 6"}
+    write_yaml(root / "bench.yaml", data)
+    stale = automation.build_weekly_schedule(str(tmp_path / "elsewhere"))  # default cron loaded
+    assert stale.cron_schedule == "0 3 * * 6"
+    moved = _tick(root, tmp_path / "elsewhere", SAT_0300)
+    assert isinstance(moved, dg.SkipReason) and "reload the code" in (moved.skip_message or "")
+
+    data["schedule"] = {"cron": "0 3 * * 6", "enabled": False}
+    write_yaml(root / "bench.yaml", data)
+    assert automation.build_weekly_schedule(str(root)).default_status == (
+        dg.DefaultScheduleStatus.STOPPED
+    )
+    off = _tick(root, root, SAT_0300)
+    assert isinstance(off, dg.SkipReason) and "enabled" in (off.skip_message or "")
 
 
 def test_daemon_path_runs_a_whole_generation_then_pays_only_what_changed(tmp_path: Path) -> None:

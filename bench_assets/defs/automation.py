@@ -1,21 +1,29 @@
-"""The weekly trigger: a sensor that starts a generation at each tick of ``schedule.cron``.
+"""The weekly trigger: a Dagster schedule starting a generation at each tick of ``schedule.cron``.
 
-A Dagster schedule can launch only one partitioning per run (dagster-notes Q5), while a
-generation spans unpartitioned, per-task and per-cell assets. So the trigger launches the
+A generation spans unpartitioned, per-task and per-cell assets, and one run holds assets of one
+partitioning only (dagster-notes Q5). So the schedule launches the unpartitioned
 ``weekly_generation`` job, whose one op drives the whole generation (``wfbench evolve``'s code):
 every stage is its own materialization run, visible in the UI, tagged ``wfbench/generation``.
-The sensor evaluates the cron from bench.yaml itself (UTC) and remembers the last tick it handled
-in its cursor, so each tick starts exactly one generation; on first start it records the latest
-past tick without firing (no surprise run for last week).
+
+The cron and time zone come from bench.yaml (``schedule.cron``, ``schedule.timezone``) when the
+code location loads, so the Schedules page shows them and the next tick. Dagster's scheduler
+(in the daemon) keeps the cursor: each tick starts one run (``run_key`` = the tick), and turning
+the schedule on does not start a run for a tick already past. Each tick re-reads bench.yaml and
+skips, saying why, when the benchmark is invalid, ``enabled`` is false, or the cron changed since
+the code location loaded (reload it to pick up the new cron).
 """
 
-import datetime as dt
+import os
+from pathlib import Path
 
 import dagster as dg
+import yaml
 
 from bench_assets.catalog import load_benchmark
-from bench_assets.cron import latest_tick
 from bench_assets.defs.resources import BenchResource
+from bench_assets.models import BenchConfig, ScheduleConfig
+
+SCHEDULE_NAME = "weekly_generation_schedule"
 
 
 @dg.op(description="Run one generation: plan, pay only for what must run, decide, report.")
@@ -56,7 +64,7 @@ def run_generation(context: dg.OpExecutionContext, bench: BenchResource) -> dict
 
 
 @dg.job(
-    description="One weekly evolution generation (started by weekly_generation_sensor).",
+    description=f"One weekly evolution generation (started by {SCHEDULE_NAME}).",
     tags={"wfbench/kind": "generation"},
 )
 def weekly_generation() -> None:
@@ -64,52 +72,58 @@ def weekly_generation() -> None:
     run_generation()
 
 
-@dg.sensor(
-    job=weekly_generation,
-    minimum_interval_seconds=60,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=(
-        "Starts a generation at every tick of bench.yaml schedule.cron (UTC; default Saturdays "
-        "03:00). Turn it off here, or with schedule.enabled: false in bench.yaml."
-    ),
-)
-def weekly_generation_sensor(
-    context: dg.SensorEvaluationContext, bench: BenchResource
-) -> dg.SensorResult | dg.SkipReason:
-    """Request a generation when a new cron tick has passed."""
+def read_schedule(tasks_dir: str | None = None) -> tuple[ScheduleConfig, str | None]:
+    """bench.yaml's schedule, and why the default is used instead (``None`` when it was read)."""
+    root = Path(tasks_dir or os.environ.get("WFBENCH_TASKS", "tasks"))
     try:
-        schedule = load_benchmark(bench.load_root()).config.schedule
-    except Exception as e:  # invalid tasks/: the sync sensor reports the details
-        return dg.SkipReason(f"benchmark invalid, no generation started: {str(e)[:300]}")
-    if not schedule.enabled:
-        return dg.SkipReason("schedule.enabled is false in bench.yaml")
-    stamp, reason = due_tick(schedule.cron, now(), context.cursor)
-    if stamp is None:
-        return dg.SkipReason(reason)
-    if context.cursor is None:
-        return dg.SensorResult(skip_reason=reason, cursor=stamp)
-    return dg.SensorResult(
-        run_requests=[dg.RunRequest(run_key=f"generation-{stamp}", tags={"wfbench/tick": stamp})],
-        cursor=stamp,
+        raw = yaml.safe_load((root / "bench.yaml").read_text(encoding="utf-8"))
+        return BenchConfig.model_validate(raw).schedule, None
+    except Exception as e:  # invalid or missing: the sync sensor and `wfbench validate` report it
+        return ScheduleConfig(), f"{root / 'bench.yaml'} could not be read ({type(e).__name__})"
+
+
+def build_weekly_schedule(tasks_dir: str | None = None) -> dg.ScheduleDefinition:
+    """The weekly schedule, with bench.yaml's cron and time zone (its defaults if unreadable)."""
+    loaded, problem = read_schedule(tasks_dir)
+    where = f"; bench.yaml unreadable, default cron in use: {problem}" if problem else ""
+
+    @dg.schedule(
+        name=SCHEDULE_NAME,
+        cron_schedule=loaded.cron,
+        execution_timezone=loaded.timezone,
+        job=weekly_generation,
+        default_status=(
+            dg.DefaultScheduleStatus.RUNNING if loaded.enabled else dg.DefaultScheduleStatus.STOPPED
+        ),
+        description=(
+            f"Starts a generation at every tick of bench.yaml schedule.cron ({loaded.cron}, "
+            f"{loaded.timezone}){where}. Turn it off here, or with schedule.enabled: false in "
+            "bench.yaml."
+        ),
+        tags={"wfbench/kind": "generation"},
     )
+    def weekly_generation_schedule(
+        context: dg.ScheduleEvaluationContext, bench: BenchResource
+    ) -> dg.RunRequest | dg.SkipReason:
+        try:
+            now = load_benchmark(bench.load_root(), []).config.schedule
+        except Exception as e:  # invalid tasks/: the sync sensor reports the details
+            return dg.SkipReason(f"benchmark invalid, no generation started: {str(e)[:300]}")
+        if not now.enabled:
+            return dg.SkipReason("schedule.enabled is false in bench.yaml")
+        if (now.cron, now.timezone) != (loaded.cron, loaded.timezone):
+            return dg.SkipReason(
+                f"bench.yaml now says cron {now.cron!r} ({now.timezone}) but the code location "
+                f"loaded {loaded.cron!r} ({loaded.timezone}); reload the code location "
+                "(Deployment → Reload) so the schedule follows bench.yaml"
+            )
+        stamp = context.scheduled_execution_time.isoformat()
+        return dg.RunRequest(run_key=f"generation-{stamp}", tags={"wfbench/tick": stamp})
+
+    return weekly_generation_schedule
 
 
-def now() -> dt.datetime:
-    """The sensor's clock (tests replace it to simulate a Saturday 03:00)."""
-    return dt.datetime.now(dt.UTC)
-
-
-def due_tick(cron: str, when: dt.datetime, cursor: str | None) -> tuple[str | None, str]:
-    """The tick to act on (ISO string) and why; ``(None, reason)`` when nothing is due.
-
-    With no cursor (first evaluation) the latest past tick is returned only to be recorded.
-    """
-    tick = latest_tick(cron, when)
-    if tick is None:
-        return None, f"cron {cron!r} has no tick in the past year"
-    stamp = tick.isoformat()
-    if cursor is None:
-        return stamp, f"first evaluation: recorded {stamp}; the next tick starts a generation"
-    if stamp <= cursor:
-        return None, f"no new tick since {cursor} (cron {cron}, UTC)"
-    return stamp, f"tick {stamp}"
+@dg.definitions
+def schedule_definitions() -> dg.Definitions:
+    """The weekly schedule for ``$WFBENCH_TASKS/bench.yaml`` (default ``tasks/``)."""
+    return dg.Definitions(schedules=[build_weekly_schedule()])

@@ -50,11 +50,17 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
     decision), 1 when the outage breaker or the spend cap (limits.max_spend_usd) stopped it or
     the incumbent arm was unusable, 2 for invalid input. `wfbench plan` shows beforehand which
     cells would run and why.
+
+    Progress goes to stderr: on a terminal, a live line with cells done/total (the total is
+    every cell, fixed up front; reused cells count as done when their task is planned), resolved,
+    failed and reused counts, spend so far and an ETA; with --json, or when stderr is not a
+    terminal, plain lines carrying the same counts.
     """
     from bench_assets.driver.evolve import NothingToEvaluate
     from bench_assets.driver.evolve import evolve as run_generation
     from bench_assets.driver.instance import StepFailed
     from bench_assets.generation import writer_lock
+    from bench_assets.progress import LiveProgress
 
     start = time.monotonic()
     store = artifact_store()
@@ -62,13 +68,15 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
         # The writer lock first: a second evolve must not even open (or create) the instance.
         with writer_lock(store.writer_lock(), "wfbench evolve"):
             open_instance()
-            res = run_generation(
-                str(tasks_dir),
-                artifact_root=str(store.root),
-                progress=progress,
-                in_process=in_process,
-                workspace=workspace,
-            )
+            with LiveProgress(plain=as_json, tally=None) as live:
+                res = run_generation(
+                    str(tasks_dir),
+                    artifact_root=str(store.root),
+                    progress=live.message,
+                    in_process=in_process,
+                    workspace=workspace,
+                    tally=live.tally,
+                )
     except NothingToEvaluate as e:
         if as_json:
             click.echo(json.dumps({"generation": None, "decision": None, "reason": str(e)}))

@@ -76,6 +76,7 @@ from bench_assets.manifest import (
 )
 from bench_assets.manifest import now_iso as manifest_now
 from bench_assets.planner import PlannedCell
+from bench_assets.progress import GenerationTally
 from bench_assets.store import ArtifactStore, default_artifact_root
 
 __all__ = [
@@ -236,6 +237,7 @@ def _pay(
     generation: str,
     folder: Path,
     progress: Callable[[str], None],
+    tally: GenerationTally,
 ) -> tuple[list[PlannedCell], list[dict[str, Any]], str]:
     """Build inputs, plan and pay every task's cells; returns the plan, paid cells, stop reason.
 
@@ -254,6 +256,8 @@ def _pay(
     cells: list[dict[str, Any]] = []
     submitted = 0
     done_before = load_manifest(folder)
+    cells_per_task = len(bench.config.arms) * bench.config.runs
+    tally.start(tasks=len(bench.task_ids()), cells_per_task=cells_per_task)
     for task in bench.task_ids():
         ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
     while ex.pending():
@@ -281,6 +285,7 @@ def _pay(
                 )
                 plan += task_plan
                 submitted += n
+                tally.planned(cells=cells_per_task, submitted=n)
                 continue
             if done.canceled:
                 continue
@@ -289,7 +294,13 @@ def _pay(
             verdict = (
                 "resolved" if summary["resolved"] else str(summary["error_kind"] or "unresolved")
             )
-            progress(f"  [{len(cells)}/{submitted}] {done.job.label}: {verdict}")
+            tally.cell_done(
+                resolved=summary["resolved"],
+                error_kind=summary["error_kind"],
+                cost_usd=summary["cost_usd"],
+            )
+            label = f"[{tally.done}/{tally.total}] {done.job.label}"
+            progress(f"  {label}: {verdict} ({tally.brief()})")
             kind = summary["error_kind"]
             breaker.observe(ErrorKind(kind) if kind else None)
             spend.observe(
@@ -323,6 +334,7 @@ def evolve(
     instance: dg.DagsterInstance | None = None,
     in_process: bool | None = None,
     workspace: Path | None = None,
+    tally: GenerationTally | None = None,
 ) -> EvolveResult:
     """Run one generation end to end (see module docstring).
 
@@ -336,6 +348,7 @@ def evolve(
             submitting runs to the instance's queue (tests, debugging); ``None`` reads
             ``$WFBENCH_IN_PROCESS`` (``1`` = in process).
         workspace: A workspace file naming the code location runs are submitted to.
+        tally: Counts cells (done/total fixed up front), spend and ETA for a live display.
     """
 
     bench = load_benchmark(Path(tasks_dir))
@@ -357,6 +370,7 @@ def evolve(
             progress=progress,
             in_process=in_process,
             workspace=workspace,
+            tally=tally or GenerationTally(),
         )
 
 
@@ -369,6 +383,7 @@ def _evolve_locked(
     progress: Callable[[str], None],
     in_process: bool | None,
     workspace: Path | None,
+    tally: GenerationTally,
 ) -> EvolveResult:
     """The generation, under the writer lock: resume an unfinished one, or start the next."""
     from bench_assets.defs.cells import candidate_overlay
@@ -455,6 +470,7 @@ def _evolve_locked(
             generation=generation,
             folder=folder,
             progress=progress,
+            tally=tally,
         )
     require_tasks_unchanged(bench.root, folder)
     aborted = bool(stop_reason)

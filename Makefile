@@ -8,6 +8,11 @@ export DAGSTER_HOME := $(CURDIR)/dagster_home
 
 .PHONY: bootstrap demo test ui check bench schema clean-artifacts
 
+# `make ui` serves the reports folder here, so the decision's report link opens in the browser;
+# decisions made by `make demo` link to it too.
+REPORTS_PORT ?= 3001
+demo ui: export WFBENCH_REPORT_URL ?= http://127.0.0.1:$(REPORTS_PORT)
+
 # Re-installs only when pyproject.toml changes; uses uv when it is on PATH.
 $(STAMP): pyproject.toml
 	@if command -v uv >/dev/null 2>&1; then \
@@ -36,6 +41,10 @@ test: bootstrap
 
 ui: bootstrap
 	$(VENV)/bin/wfbench sync
+	@reports="$${WFBENCH_ARTIFACTS:-dagster_home/artifacts}/reports"; mkdir -p "$$reports"; \
+	$(PY) -m http.server --bind 127.0.0.1 --directory "$$reports" $(REPORTS_PORT) \
+	  >/dev/null 2>&1 & trap 'kill $$!' EXIT; \
+	echo "reports: $(WFBENCH_REPORT_URL)/"; \
 	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 check: bootstrap

@@ -7,12 +7,30 @@ candidate made cheaper; hollow points are tasks where it resolved less).
 """
 
 import html
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from bench_assets.aggregate import ArmAggregate, TaskAggregate
 from bench_assets.documents import DecisionDocument
 from bench_assets.gate import Decision
+
+REPORT_URL_ENV = "WFBENCH_REPORT_URL"
+"""Base URL where the artifact root's ``reports/`` folder is served (``make ui`` serves it)."""
+
+
+def report_url(html_file: Path, reports_root: Path) -> str:
+    """The link the UI shows for a report: under ``$WFBENCH_REPORT_URL`` if set, else ``file://``.
+
+    A browser opens a ``file://`` link only from another local page, so ``make ui`` serves the
+    reports folder over HTTP on 127.0.0.1 and sets the variable for every materialization.
+    """
+    base = os.environ.get(REPORT_URL_ENV, "").rstrip("/")
+    if base:
+        return f"{base}/{html_file.relative_to(reports_root).as_posix()}"
+    return html_file.resolve().as_uri()
+
 
 PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2"]
 

@@ -32,6 +32,7 @@ from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.hashing import sha256_json, short
 from bench_assets.manifest import TaskManifest
+from bench_assets.store import ArtifactStore
 
 GROUP = "decision"
 OWNERS = ["team:wfbench"]
@@ -438,6 +439,7 @@ def promotion_decision(
         ),
         "overlay_diff": dg.MetadataValue.md(str(overlay_md.get("diff", ""))),
         "decision_path": dg.MetadataValue.path(str(decision_path)),
+        "report_url": dg.MetadataValue.url(_report_link(artifacts, digest)),
         "ledger_seq": entry.seq,
         "ledger_hash": entry.hash,
         "digest": digest,
@@ -480,7 +482,14 @@ def benchmark_report(
         data_version=dg.DataVersion(sha256_json({"md": markdown})),
         metadata={
             "report": dg.MetadataValue.md(markdown),
+            "report_url": dg.MetadataValue.url(_report_link(bench.artifacts(), str(md["digest"]))),
             "html_path": dg.MetadataValue.path(str(html_path)),
             "markdown_path": dg.MetadataValue.path(str(md_path)),
         },
     )
+
+
+def _report_link(artifacts: ArtifactStore, decision_digest: str) -> str:
+    """The HTML report of a decision (``benchmark_report`` writes it), as a URL the UI links."""
+    html_file = artifacts.report(decision_digest) / "report.html"
+    return report_mod.report_url(html_file, artifacts.report(decision_digest).parent)

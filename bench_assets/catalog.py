@@ -329,7 +329,12 @@ def collect_issues(
     root = Path(root).resolve()
     c = _Collector(root)
     if not root.is_dir():
-        c.add(root, "", "benchmark directory does not exist")
+        c.add(
+            root,
+            "",
+            f"benchmark directory {root} does not exist (relative --tasks paths are read from "
+            f"{Path.cwd()}); run from the repository root or pass --tasks /path/to/tasks",
+        )
         return c.issues, None
     bench_path = root / BENCH_FILE
     config: BenchConfig | None = c.parse(bench_path, BenchConfig)

@@ -84,7 +84,10 @@ def cells(
             )
         except StepFailed as e:
             fail_step(e)
-    rows = [cell_row(v) for v in latest_cells(instance, task_ids, str(bench.root))]
+    views = latest_cells(instance, task_ids, str(bench.root))
+    # Reused as evolve counts it: carried into the latest generation from an earlier one.
+    current = max((v.record.generation for v in views if v.record.generation), default=None)
+    rows = [cell_row(v, current) for v in views]
     if as_json:
         for r in rows:
             click.echo(json.dumps(r))
@@ -92,7 +95,7 @@ def cells(
     if not rows:
         click.echo("no cells materialized yet; run `wfbench cells --run`")
         return
-    print_cells(rows)
+    print_cells(rows, current)
 
 
 @click.command()

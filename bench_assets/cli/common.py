@@ -128,13 +128,18 @@ def artifact_store() -> ArtifactStore:
 # -- tables -------------------------------------------------------------------------------------
 
 
-def cell_row(view: "CellView") -> dict[str, Any]:
-    """One materialized cell as a ``wfbench cells`` row (also its ``--json`` object)."""
+def cell_row(view: "CellView", current_generation: str | None = None) -> dict[str, Any]:
+    """One materialized cell as a ``wfbench cells`` row (also its ``--json`` object).
+
+    ``reused`` counts as evolve does: re-recorded as reused, or carried into
+    ``current_generation`` from an earlier one (the planner starts no run for a reused cell).
+    """
     r = view.record
+    carried = current_generation is not None and r.generation != current_generation
     return {
         **record_row(r),
         "task": view.task,
-        "reused": view.materialization.reused,
+        "reused": view.materialization.reused or carried,
         "generation": r.generation,
         "source_run_id": view.source_run_id,
         "record_path": view.materialization.record_path,
@@ -158,7 +163,7 @@ def record_row(record: "CellRecord") -> dict[str, Any]:
     }
 
 
-def print_cells(rows: list[dict[str, Any]]) -> None:
+def print_cells(rows: list[dict[str, Any]], current_generation: str | None = None) -> None:
     """The human table of cell rows, then a resolved/reused count."""
 
     def yn(v: bool | None) -> str:
@@ -179,8 +184,9 @@ def print_cells(rows: list[dict[str, Any]]) -> None:
             f"{yn(r['oracle']):>6} {yn(r['resolved']):>8} {num(r['cost_usd'], '.4f'):>8} "
             f"{num(r['tokens'], 'd'):>8} {num(r['turns'], 'd'):>5}  "
             f"{r['error_kind'] or '-':<18} {r.get('generation') or '-':<6} "
-            f"{'yes' if r['reused'] else 'no'}"
+            + (f"yes, run {r['source_run_id']}" if r["reused"] else "no")
         )
     resolved = sum(1 for r in rows if r["resolved"])
     reused = sum(1 for r in rows if r["reused"])
-    click.echo(f"{len(rows)} cell(s): {resolved} resolved, {reused} reused")
+    within = f" into {current_generation}" if current_generation else ""
+    click.echo(f"{len(rows)} cell(s): {resolved} resolved, {reused} reused{within}")

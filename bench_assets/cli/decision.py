@@ -110,11 +110,24 @@ def _find_decision(instance: "dg.DagsterInstance", generation: str) -> dict[str,
     """Metadata of the latest decision (of ``generation`` if given); exit 2 if there is none."""
     from bench_assets.driver.instance import decision_records
 
+    seen: list[str] = []
     for md in decision_records(instance):
         if not generation or md.get("generation") == generation:
             return md
+        if md.get("generation") and str(md["generation"]) not in seen:
+            seen.append(str(md["generation"]))
+    if generation and seen:
+        fail(
+            f"no promotion decision for generation {generation}; generations with a decision: "
+            f"{', '.join(sorted(seen))}",
+            EXIT_INVALID,
+        )
     which = f" for generation {generation}" if generation else ""
-    fail(f"no promotion decision{which} yet; run `wfbench decide`", EXIT_INVALID)
+    fail(
+        f"no promotion decision{which} yet; `wfbench evolve` runs a generation "
+        "(or `wfbench decide` decides on the cells already materialized)",
+        EXIT_INVALID,
+    )
 
 
 def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:

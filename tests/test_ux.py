@@ -16,3 +16,32 @@ def test_report_link_is_served_when_a_base_url_is_set(
     assert report_url(html, reports) == html.resolve().as_uri()
     monkeypatch.setenv(REPORT_URL_ENV, "http://127.0.0.1:3001/")
     assert report_url(html, reports) == "http://127.0.0.1:3001/abc123/report.html"
+
+
+def test_a_missing_tasks_dir_names_its_path_and_the_fix(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from bench_assets.cli import main
+
+    missing = tmp_path / "nowhere"
+    result = CliRunner().invoke(main, ["validate", str(missing)])
+    assert result.exit_code == 2
+    assert str(missing) in result.output and "--tasks" in result.output
+
+
+def test_explain_of_an_unknown_generation_lists_the_known_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from click.testing import CliRunner
+
+    from bench_assets.cli import decision as decision_cli
+    from bench_assets.cli import main
+    from bench_assets.driver import instance as driver_instance
+
+    monkeypatch.setattr(decision_cli, "open_instance", lambda: None)
+    records = [{"generation": "g0002"}, {"generation": "g0001"}]
+    monkeypatch.setattr(driver_instance, "decision_records", lambda inst: records)
+    result = CliRunner().invoke(main, ["explain", "--generation", "g9999"])
+    assert result.exit_code == 2
+    assert "g9999" in result.output and "g0001, g0002" in result.output
+    assert "wfbench decide" not in result.output

@@ -53,14 +53,52 @@ def arms_of(aggs: Sequence[TaskAggregate]) -> list[str]:
     return seen
 
 
+HEALTH_LEGEND = {
+    "OBSERVED_OK": "fresh attempts this generation, all admissible",
+    "DEGRADED": "fresh attempts, some excluded (session/infra errors), at least one admissible",
+    "UNUSABLE": "fresh attempts, none admissible (an UNUSABLE incumbent fails the generation)",
+    "UNKNOWN": "no fresh attempt this generation: every cell was reused from an earlier one, so "
+    "the environment's current health is not observed (not a failure)",
+}
+
+
+def candidate_line(doc: DecisionDocument) -> str:
+    """``candidate c2 (overlay d20a91c0) as arm cand vs incumbent arm workflow``."""
+    d = doc.decision
+    return (
+        f"candidate {doc.candidate} (overlay {doc.overlay_digest[:8]}) as arm {d.candidate_arm} "
+        f"vs incumbent arm {d.incumbent_arm}"
+    )
+
+
+def reading_notes(doc: DecisionDocument) -> list[str]:
+    """What the gate's thresholds and the health labels mean, for this decision's policy."""
+    d = doc.decision
+    pol = d.policy
+    notes = [
+        f"Gate: policy {d.policy_name}, metric {d.metric}; a task is gated when both arms "
+        f"resolved something with at least {pol.min_runs} valid runs each; saving % is the "
+        "candidate's median improvement on that task.",
+    ]
+    if d.policy_name == "paired":
+        notes.append(
+            f"Non-inferiority: the candidate's mean per-task resolve rate may be at most "
+            f"{pol.resolve_margin:.0%} below the incumbent's, shown with "
+            f"{pol.noninferiority_confidence:.0%} one-sided confidence (task-cluster bootstrap, "
+            f"seed {pol.seed}); the cost improvement must be at least {pol.min_improvement:.0%} "
+            f"with {pol.confidence:.0%} one-sided confidence."
+        )
+    notes += [f"Health {k}: {v}." for k, v in HEALTH_LEGEND.items()]
+    return notes
+
+
 def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
     """The report as Markdown (decision, reasons, per-task per-arm table, evidence notes)."""
     d = doc.decision
     lines = [
         f"# wfbench report — {doc.generation or 'ad hoc'}",
         "",
-        f"**Decision: `{d.decision}`** (policy `{d.policy_name}`, candidate "
-        f"`{d.candidate_arm}` vs incumbent `{d.incumbent_arm}`)",
+        f"**Decision: `{d.decision}`** for {candidate_line(doc)} (policy `{d.policy_name}`)",
         "",
     ]
     for reason in d.reasons:
@@ -89,6 +127,7 @@ def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str
                 f"{a.verify_pass_oracle_fail} | {a.fresh_runs}/{a.reused_runs} | "
                 f"{a.health.status.value} |"
             )
+    lines += ["", "## How to read this", ""] + [f"- {n}" for n in reading_notes(doc)]
     return "\n".join(lines) + "\n"
 
 
@@ -188,6 +227,13 @@ def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> s
             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="6" fill="{fill}" stroke="{PALETTE[1]}" '
             f'stroke-width="2"><title>{html.escape(task)}: {x:.4f} → {y:.4f}</title></circle>'
         )
+        # Every point is labelled, so tasks are identifiable without hovering.
+        anchor = "end" if cx > size / 2 else "start"
+        dx = -9 if anchor == "end" else 9
+        out.append(
+            f'<text x="{cx + dx:.1f}" y="{cy + 4:.1f}" class="a" text-anchor="{anchor}">'
+            f"{html.escape(task)}</text>"
+        )
     if not points:
         out.append(
             f'<text x="{size / 2}" y="{size / 2}" class="a" text-anchor="middle">'
@@ -224,6 +270,7 @@ def render_html(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
                 + "</tr>"
             )
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in decision.reasons)
+    notes = "".join(f"<li>{html.escape(n)}</li>" for n in reading_notes(doc))
     verdict = html.escape(decision.decision)
     title = html.escape(doc.generation or "ad hoc")
     return f"""<!doctype html>
@@ -231,16 +278,18 @@ def render_html(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
 <title>wfbench report {title}</title>
 <style>
 body{{font:14px/1.45 system-ui,sans-serif;margin:2rem auto;max-width:980px;color:#222}}
-h1{{font-size:1.4rem}} .verdict{{font-size:1.2rem;padding:.4rem .8rem;border-radius:6px;
+h1{{font-size:1.4rem}} h2{{font-size:1.1rem}}
+.verdict{{font-size:1.2rem;padding:.4rem .8rem;border-radius:6px;
 display:inline-block;background:#eef}} table{{border-collapse:collapse;width:100%;margin:1rem 0}}
 td,th{{border-bottom:1px solid #ddd;padding:4px 8px;text-align:left}} th{{background:#f6f6f6}}
 svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:600;font-size:13px}}
 .a{{font-size:11px;fill:#555}} .g{{stroke:#e3e3e3}} .d{{stroke:#999;stroke-dasharray:4 4}}
 </style></head><body>
 <h1>wfbench report — {title}</h1>
-<p class="verdict">Decision: <b>{verdict}</b> · candidate <code>{html.escape(candidate)}</code>
-vs incumbent <code>{html.escape(incumbent)}</code></p>
+<p class="verdict">Decision: <b>{verdict}</b> · {html.escape(candidate_line(doc))}</p>
 <ul>{reasons}</ul>
+<h2>Gate, per task</h2>
+{_html_table(TASK_COLUMNS, task_rows(decision))}
 {_bars("Resolve rate by task and arm", aggs, arms, "rate", "")}
 {_bars("Median cost ($) by task and arm", aggs, arms, "cost", "")}
 {_scatter(aggs, incumbent, candidate)}
@@ -250,8 +299,18 @@ vs incumbent <code>{html.escape(incumbent)}</code></p>
 <p>Scatter: points below the dashed diagonal are tasks the candidate made cheaper; hollow points
 are tasks where it resolved fewer runs. Values are medians over valid runs; n/a = unmeasured
 (never counted as 0).</p>
+<h2>How to read this</h2>
+<ul>{notes}</ul>
 </body></html>
 """
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
 
 
 TASK_COLUMNS = [

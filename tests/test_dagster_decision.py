@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -126,6 +127,13 @@ def test_decision_is_recorded_with_lineage_report_and_ledger(
     parser.feed(html)
     assert "svg" in parser.tags and "script" not in parser.tags and "link" not in parser.tags
     assert "insufficient_evidence" in html
+    # It names the candidate, tables the gate per task, labels every scatter point, explains
+    # health UNKNOWN and the non-inferiority confidence; the UI links the decision to it.
+    assert "candidate c1 (overlay " in html and "Gate, per task" in html
+    assert re.search(r'<text [^>]*class="a"[^>]*>alpha</text>', html)
+    assert "UNKNOWN: no fresh attempt" in html and "one-sided confidence" in html
+    assert str(d["report_url"]).endswith(f"/{d['digest']}/report.html")
+    assert out["report"]["report_url"] == d["report_url"]
     # The ledger verifies, and a single edited byte is caught and named.
     monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
     ok = CliRunner().invoke(main, ["ledger", "verify"])

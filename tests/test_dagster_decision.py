@@ -134,6 +134,7 @@ def test_decision_is_recorded_with_lineage_report_and_ledger(
     assert "UNKNOWN: no fresh attempt" in html and "one-sided confidence" in html
     assert str(d["report_url"]).endswith(f"/{d['digest']}/report.html")
     assert out["report"]["report_url"] == d["report_url"]
+    assert "UNKNOWN" in str(d["how_to_read"])
     # The ledger verifies, and a single edited byte is caught and named.
     monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
     ok = CliRunner().invoke(main, ["ledger", "verify"])

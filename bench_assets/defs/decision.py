@@ -428,6 +428,9 @@ def promotion_decision(
             decision.evidence_expires_at.isoformat() if decision.evidence_expires_at else None
         ),
         "reasons": dg.MetadataValue.md("\n".join(f"- {r}" for r in decision.reasons)),
+        "how_to_read": dg.MetadataValue.md(
+            "\n".join(f"- {n}" for n in report_mod.reading_notes(doc))
+        ),
         "tasks": dg.MetadataValue.md(
             report_mod.markdown_table(report_mod.TASK_COLUMNS, report_mod.task_rows(decision))
         ),

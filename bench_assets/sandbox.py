@@ -348,7 +348,7 @@ def _python_roots() -> list[Path]:
 
 
 BWRAP_ENV = "WFBENCH_BWRAP"
-"""An explicit path to the bwrap binary to use; overrides the lookup rule of :func:`bwrap_binary`."""
+"""An explicit path to the bwrap binary; overrides the lookup rule of :func:`bwrap_binary`."""
 
 
 def bwrap_binary() -> tuple[str, str]:

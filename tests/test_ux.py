@@ -45,3 +45,27 @@ def test_explain_of_an_unknown_generation_lists_the_known_ones(
     assert result.exit_code == 2
     assert "g9999" in result.output and "g0001, g0002" in result.output
     assert "wfbench decide" not in result.output
+
+
+@pytest.mark.slow
+def test_cells_counts_reuse_as_evolve_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a second generation, `wfbench cells` says as many cells were reused as evolve did."""
+    import dagster as dg
+    from click.testing import CliRunner
+
+    from bench_assets.cli import main
+    from bench_assets.driver.evolve import evolve
+    from tests.ui_seed import seed_bench
+
+    root = seed_bench(tmp_path)
+    art = tmp_path / "art"
+    monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
+    with dg.DagsterInstance.get() as instance:
+        evolve(str(root), artifact_root=str(art), instance=instance)
+        g2 = evolve(str(root), artifact_root=str(art), instance=instance)
+    assert g2.reused_cells > 0
+    out = CliRunner().invoke(main, ["cells", "--tasks", str(root)])
+    assert out.exit_code == 0, out.output
+    assert f"{g2.reused_cells} reused into {g2.generation}" in out.output
+    reused_lines = [ln for ln in out.output.splitlines() if " yes, run " in ln]
+    assert len(reused_lines) == g2.reused_cells

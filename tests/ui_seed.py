@@ -43,8 +43,8 @@ class DemoUi:
             s.stop()
 
 
-def seed(base: Path) -> tuple[Path, Path, Path, dict[str, str]]:
-    """Two generations on a replay bench (runs=2): g0002 reuses comparator cells of g0001."""
+def seed_bench(base: Path) -> Path:
+    """A replay bench with runs=2 and two queued candidates (c1, c2)."""
     root = replay_bench(base)
     data = yaml.safe_load((root / "bench.yaml").read_text())
     data["runs"] = 2
@@ -58,6 +58,12 @@ def seed(base: Path) -> tuple[Path, Path, Path, dict[str, str]]:
     (second / "files" / "plan").mkdir(parents=True)
     (second / "files" / "plan" / "SKILL.md").write_text("---\nname: plan\n---\nBudget.\n")
     write_yaml(second / "candidate.yaml", {"id": "c2", "title": "plan budget"})
+    return root
+
+
+def seed(base: Path) -> tuple[Path, Path, Path, dict[str, str]]:
+    """Two generations on a replay bench (runs=2): g0002 reuses comparator cells of g0001."""
+    root = seed_bench(base)
     home = base / "dagster_home"
     home.mkdir(exist_ok=True)
     (home / "dagster.yaml").write_text(DEFAULT_COORDINATOR)

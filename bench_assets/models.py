@@ -487,7 +487,9 @@ class PolicyConfig(_Strict):
     The README section "Generations, reuse and the gate" describes both policies.
     """
 
-    name: Literal["paired", "strict"] = "paired"
+    name: Literal["paired", "paired_v1", "strict"] = "paired"
+    """``paired`` (gate v2, the default), ``paired_v1`` (the issue-4 rules, kept for comparison)
+    or ``strict`` (the original harness's rules)."""
     metric: Literal["cost_usd", "total_tokens", "duration_s", "turns"] = "cost_usd"
     """The efficiency metric a candidate must improve."""
     min_runs: int = Field(default=3, ge=1)
@@ -515,6 +517,41 @@ class PolicyConfig(_Strict):
     bootstrap_samples: int = Field(default=10_000, ge=100, le=1_000_000)
     seed: int = 20260101
     """Seed of the task-cluster bootstrap: decisions are reproducible."""
+    # -- paired (gate v2) only; see bench_assets/gate/paired2.py and bench/gate_calibration.py
+    v2_noninferiority_confidence: float = Field(default=0.80, gt=0.5, lt=1)
+    """One-sided level of the v2 resolve-rate bound (cluster t with a binomial variance floor);
+    split evenly over the sequential looks."""
+    v2_resolve_margin: float = Field(default=0.15, ge=0, le=1)
+    """Non-inferiority margin of the v2 resolve-rate bound (0.15: where the frontier of
+    bench/gate_calibration.py keeps a 10-points-worse candidate under 20 % promotion)."""
+    v2_confidence: float = Field(default=0.90, gt=0.5, lt=1)
+    """One-sided level of the v2 cost test and hard-regression veto, split evenly over the
+    sequential looks (0.05 per look at two looks)."""
+    min_counted_tasks: int = Field(default=5, ge=2)
+    """Fewer counted tasks than this: insufficient evidence."""
+    drift_tolerance: float = Field(default=0.05, ge=0, lt=1)
+    """Comparator cost drift (reused vs fresh evidence) the cost test absorbs: a candidate must be
+    significantly cheaper than the comparator by more than this (or the estimated drift)."""
+    drift_confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    """One-sided level at which estimated drift beyond the tolerance makes evidence insufficient."""
+    max_total_spend_ratio: float | None = Field(default=1.0, gt=0)
+    """Candidate total spend over comparator total spend (sums of per-task mean metric) above
+    this: keep_incumbent; ``None`` reports the ratio without gating on it."""
+    pooled_history: bool = True
+    """Count comparator cells of identical identity from earlier generations as extra runs."""
+    max_pooled_runs: int = Field(default=9, ge=0, le=100)
+    """Most earlier-generation comparator runs pooled per task (newest first)."""
+    max_looks: int = Field(default=2, ge=1, le=5)
+    """Sequential looks at the candidate: after the first, inconclusive evidence buys top-ups."""
+    top_up_runs: int = Field(default=2, ge=1, le=20)
+    """Candidate runs per task added before each further look (new ``<arm>.r<k>`` cells)."""
+    futility_t: float = -1.0
+    """At a look before the last, a cost t statistic above this stops for futility."""
+    retries: int = Field(default=2, ge=0, le=5)
+    """Re-payments of an excluded (systemic) cell within the generation before deciding."""
+    mutually_unresolved: Literal["count"] = "count"
+    """Preregistered handling of tasks neither arm resolved: ``count`` keeps them in every
+    statistic (dropping them after seeing the outcome would hide a candidate breaking them)."""
 
 
 class ReuseConfig(_Strict):

@@ -11,8 +11,10 @@ from bench_assets.gate import Decision, GateInput, RunOutcome, decide
 from bench_assets.models import PolicyConfig
 from tests.test_gate import CAND, INC, NOW, Cells, costs, gate, row, rules, runs, world
 
-V2 = PolicyConfig(name="paired")
-ONE_LOOK = PolicyConfig(name="paired", max_looks=1)
+ONE_LOOK = PolicyConfig(name="paired")
+"""The default: one look (the generation does not buy top-up cells yet)."""
+V2 = PolicyConfig(name="paired", max_looks=2)
+"""Two sequential looks, as bench/gate_calibration.py can play them."""
 
 
 def v2(w: dict[str, Cells], policy: PolicyConfig = ONE_LOOK, **extra: object) -> Decision:
@@ -74,7 +76,7 @@ def test_e1_bound_holds_its_level_at_a_drop_equal_to_the_margin() -> None:
     for _ in range(n_worlds):
         p = rng.uniform(0.3, 0.95, size=10)
         outs: list[RunOutcome] = []
-        for arm, probs in ((INC, p), (CAND, np.clip(p - 0.15, 0, 1))):
+        for arm, probs in ((INC, p), (CAND, np.clip(p - ONE_LOOK.v2_resolve_margin, 0, 1))):
             res = rng.random((10, 3)) < probs[:, None]
             for t in range(10):
                 pattern = "".join("Y" if x else "N" for x in res[t])

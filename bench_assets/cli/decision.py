@@ -136,6 +136,10 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
     )
     expires = d.evidence_expires_at.isoformat() if d.evidence_expires_at else "(no evidence)"
     click.echo(f"evidence expires {expires}; decided in run {run_id}")
+    from bench_assets.gate.explain import v2_lines
+
+    for line in v2_lines(d):
+        click.echo(line)
     click.echo("\nreasons:")
     for reason in d.reasons:
         click.echo(f"  - {reason}")

@@ -16,6 +16,7 @@ from bench_assets import apply as apply_mod
 from bench_assets import gate as gate_mod
 from bench_assets import ledger as ledger_mod
 from bench_assets import manifest as manifest_mod
+from bench_assets import pool as pool_mod
 from bench_assets import report as report_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
@@ -299,8 +300,10 @@ def gate_input(
     *,
     aborted: bool,
     now: dt.datetime,
+    pooled: list[gate_mod.RunOutcome] | None = None,
 ) -> gate_mod.GateInput:
-    """The gate's input, built from the aggregates' evidence rows."""
+    """The gate's input, built from the aggregates' evidence rows (and, for the ``paired``
+    policy, the comparator's pooled history, :mod:`bench_assets.pool`)."""
     candidates = bench.config.candidate_arms()
     if len(candidates) != 1:
         raise InputError(
@@ -327,16 +330,53 @@ def gate_input(
         for e in a.evidence
         if e.arm in (inc, cand)
     ]
+    policy = bench.config.policy
+    runs = bench.config.runs
     return gate_mod.GateInput(
         policy=bench.config.policy,
         model=bench.config.model,
         incumbent_arm=inc,
         candidate_arm=cand,
         tasks=[a.task for a in aggs],
-        outcomes=outcomes,
+        outcomes=outcomes + (pooled or []),
         aborted=aborted,
         now=now,
         max_age_days=bench.config.reuse.max_age_days,
+        planned_runs={inc: runs, cand: runs},
+        # The planner does not buy sequential top-up cells yet: this decision is the last look.
+        look=policy.max_looks,
+    )
+
+
+def _pooled_history(
+    instance: dg.DagsterInstance,
+    bench: Benchmark,
+    aggs: list[agg_mod.TaskAggregate],
+    now: dt.datetime,
+) -> list[gate_mod.RunOutcome]:
+    """Earlier records of the comparator's cells, as :func:`bench_assets.pool.pooled_outcomes`
+    reads them (one materialization query per comparator cell)."""
+    cand = bench.config.candidate_arms()
+    inc = bench.config.arms[cand[0]].pairs_with if len(cand) == 1 else None
+    if not inc:
+        return []
+
+    def history(task: str, cell: str) -> list[Any]:
+        key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+        views = [
+            load_cell(task, cell, "comparator_cells", md)
+            for md in partition_materializations(instance, "comparator_cells", key, limit=50)
+            if md.get("record_path")
+        ]
+        return [v for v in views if v is not None]
+
+    return pool_mod.pooled_outcomes(
+        aggs,
+        inc,
+        metric=bench.config.policy.metric,
+        now=now,
+        max_age_days=bench.config.reuse.max_age_days,
+        history=history,
     )
 
 
@@ -361,7 +401,11 @@ def promotion_decision(
     artifacts = bench.artifacts()
     task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     aggs = _load_aggregates(context.instance, task_ids)
-    inp = gate_input(b, aggs, aborted=config.aborted, now=dt.datetime.now(dt.UTC))
+    now = dt.datetime.now(dt.UTC)
+    pooled = None
+    if b.config.policy.name == "paired" and b.config.policy.pooled_history:
+        pooled = _pooled_history(context.instance, b, aggs, now)
+    inp = gate_input(b, aggs, aborted=config.aborted, now=now, pooled=pooled)
     decision = gate_mod.decide(inp)
     overlay_md = upstream_metadata(context.instance, candidate_overlay.key, None)
     skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)

@@ -16,6 +16,7 @@ coordinator and launcher, so the UI shows them live and its pools bound concurre
 source), or :class:`~bench_assets.driver.runqueue.InProcessExecutor` for tests and debugging.
 """
 
+import dataclasses
 import datetime as dt
 import os
 from collections.abc import Callable
@@ -59,7 +60,7 @@ from bench_assets.driver.transaction import (
     unfinished,
     verify_stored_inputs,
 )
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.errorkinds import ErrorKind, is_systemic
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json
 from bench_assets.generation import OutageBreaker, SpendCap, writer_lock
@@ -253,6 +254,7 @@ def _pay(
     plan: list[PlannedCell] = []
     cells: list[dict[str, Any]] = []
     submitted = 0
+    tries: dict[str, int] = {}
     done_before = load_manifest(folder)
     for task in bench.task_ids():
         ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
@@ -286,6 +288,11 @@ def _pay(
                 continue
             summary = _cell_summary(instance, done.job, done.run_id, done.failure)
             cells.append(summary)
+            if _retry(ex, bench, done.job, summary, tries, breaker.tripped or spend.tripped):
+                submitted += 1
+                progress(
+                    f"  {done.job.label}: {summary['error_kind']}; retry {tries[done.job.label]}"
+                )
             verdict = (
                 "resolved" if summary["resolved"] else str(summary["error_kind"] or "unresolved")
             )
@@ -305,6 +312,31 @@ def _pay(
             f"({', '.join(breaker.trip_kinds)})"
         )
     return plan, cells, stop_reason
+
+
+def _retry(
+    ex: Executor,
+    bench: Benchmark,
+    job: Job,
+    summary: dict[str, Any],
+    tries: dict[str, int],
+    stopped: bool,
+) -> bool:
+    """Re-pay a cell that ended with a systemic (excluded) error, up to ``policy.retries`` times
+    within the generation, so one infrastructure hiccup does not end the candidate as
+    insufficient evidence (issue 13, E4). The newest record of the generation is the evidence."""
+    kind = summary["error_kind"]
+    if stopped or kind is None or not is_systemic(ErrorKind(kind)):
+        return False
+    if tries.get(job.label, 0) >= bench.config.policy.retries:
+        return False
+    tries[job.label] = tries.get(job.label, 0) + 1
+    # A retry pays a new session: never re-adopt the record a resumed attempt left behind.
+    config = {
+        a: {k: v for k, v in c.items() if k != "adopt_record_id"} for a, c in job.op_config.items()
+    }
+    ex.submit(dataclasses.replace(job, op_config=config))
+    return True
 
 
 def _session_budget(bench: Benchmark, cell: str) -> float | None:

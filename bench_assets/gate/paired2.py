@@ -20,7 +20,7 @@ Over the *n* counted tasks (n ≥ ``min_counted_tasks``, else insufficient):
 
 1. **Resolve non-inferiority.** ``d_t`` = candidate rate − comparator rate. Bound
    ``d̄ ∓ t(1 − a, n − 1)·SE`` with ``SE = max(sd(d)/√n, √Σ v_t / n)``, where
-   ``v_t = p̃(1 − p̃)(1/m_c + 1/m_i)``, ``p̃ = (r_c + r_i + 1)/(m_c + m_i + 2)``: the binomial
+   ``v_t = Σ_arm p̃(1 − p̃)/m`` with ``p̃ = (r + ½)/(m + 1)`` per arm: the binomial
    variance floor keeps the bound honest when most tasks tie (the cluster SD is then ~0).
    ``a = (1 − v2_noninferiority_confidence) / max_looks``. Lower ≥ −margin → non-inferior; upper <
    −margin → inferior (keep); otherwise inconclusive.
@@ -173,8 +173,11 @@ def _resolve(counted: list[Task], inp: GateInput, findings: list[Finding]) -> Re
     se_cluster = statistics.stdev(d) / math.sqrt(n)
     floor = 0.0
     for t in counted:
-        p = (t.cand.resolved + t.inc.resolved + 1) / (t.cand.valid + t.inc.valid + 2)
-        floor += p * (1 - p) * (1 / t.cand.valid + 1 / t.inc.valid)
+        for arm in (t.cand, t.inc):
+            # Per arm (a pooled p̃ would borrow the comparator's many runs near 1 and understate
+            # the candidate's variance); (r + ½)/(m + 1) keeps 3/3 from reading as certainty.
+            p = (arm.resolved + 0.5) / (arm.valid + 1)
+            floor += p * (1 - p) / arm.valid
     se_floor = math.sqrt(floor) / n
     se = max(se_cluster, se_floor)
     alpha = (1 - policy.v2_noninferiority_confidence) / policy.max_looks

@@ -550,6 +550,9 @@ class PolicyConfig(_Strict):
     """Candidate runs per task added before each further look (new ``<arm>.r<k>`` cells)."""
     futility_t: float = -1.0
     """At a look before the last, a cost t statistic above this stops for futility."""
+    requeue_insufficient: int = Field(default=2, ge=0, le=10)
+    """A queued candidate whose every decision was insufficient_evidence stays queued and is
+    evaluated again (after every never-evaluated candidate) up to this many more times."""
     retries: int = Field(default=2, ge=0, le=5)
     """Re-payments of an excluded (systemic) cell within the generation before deciding."""
     mutually_unresolved: Literal["count"] = "count"

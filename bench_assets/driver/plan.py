@@ -38,7 +38,7 @@ from bench_assets.defs.resources import latest_metadata_by_partition
 from bench_assets.documents import load_cell, load_decision
 from bench_assets.driver.instance import INPUT_ASSETS, decision_records, latest_cells
 from bench_assets.errors import WfbenchError
-from bench_assets.generation import next_candidate, next_generation
+from bench_assets.generation import next_candidate_requeue, next_generation
 from bench_assets.hashing import sha256_json
 from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
 from bench_assets.store import ArtifactStore
@@ -68,16 +68,27 @@ def history(
     return gens, cands
 
 
+def outcomes(artifacts: ArtifactStore) -> list[tuple[str | None, str]]:
+    """(candidate, decision) of every decision in the ledger, oldest first."""
+    path = artifacts.ledger()
+    if not path.exists():
+        return []
+    return [(e.candidate, e.decision) for e in ledger_mod.read(path) if e.decision != "applied"]
+
+
 def choose(
     bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
 ) -> tuple[str, str]:
     """The next generation id and the candidate it evaluates (queue proposer)."""
-    gens, evaluated = history(instance, artifacts)
-    cand = next_candidate(bench.candidates, evaluated)
+    gens, _ = history(instance, artifacts)
+    cand = next_candidate_requeue(
+        bench.candidates, outcomes(artifacts), bench.config.policy.requeue_insufficient
+    )
     if cand is None:
         raise NothingToEvaluate(
             f"every queued candidate in {bench.root / bench.config.proposer.queue} has been "
-            "evaluated; add a new overlay folder there"
+            "decided (or stayed insufficient_evidence policy.requeue_insufficient more times); "
+            "add a new overlay folder there"
         )
     return next_generation(gens), cand
 

@@ -12,9 +12,10 @@ gives the same decision (the stored decision can be recomputed and compared).
 
 The package: :mod:`~bench_assets.gate.models` (input and output models),
 :mod:`~bench_assets.gate.numerics` (exact tests, Student's t, the bootstrap),
-:mod:`~bench_assets.gate.folding` (cells folded into per-task rows, and the per-task rules both
-policies share), :mod:`~bench_assets.gate.strict` and :mod:`~bench_assets.gate.paired` (each
-policy's own rules); the set-level rules shared by both policies and the precedence live here.
+:mod:`~bench_assets.gate.folding` (cells folded into per-task rows, and the per-task rules the
+policies share), :mod:`~bench_assets.gate.strict`, :mod:`~bench_assets.gate.paired` (v1) and
+:mod:`~bench_assets.gate.paired2` (v2) (each policy's own rules); the set-level rules shared by
+the policies and the precedence live here.
 
 Three answers. ``insufficient_evidence`` (the evidence cannot support a conclusion) is distinct
 from ``keep_incumbent`` (the evidence shows the candidate is not better, or is worse).
@@ -58,8 +59,17 @@ margin ≥ 2 → promote; else median ≥ ``100·min_improvement`` → promote; 
 The paired-only settings (``resolve_margin``, the confidences, the bootstrap) are not used: the
 original allowed no per-task drop at all.
 
-``paired`` (default) — the same questions, judged statistically
-----------------------------------------------------------------
+``paired`` (default) — gate v2
+------------------------------
+Issue 13's rules, in :mod:`bench_assets.gate.paired2` (whose docstring is their authoritative
+description): a cluster-t resolve bound with a binomial variance floor, the comparator's pooled
+history and its drift against fresh runs, missing cells never passing, a zero-variance guard,
+``min_counted_tasks``, total spend, Bonferroni-only veto, sequential looks. The common rules above
+apply except the per-task run rules (v2 has its own) and the mutually-unresolved exemption (v2
+counts those tasks, preregistered).
+
+``paired_v1`` — the issue-4 rules, kept for comparison
+------------------------------------------------------
 Over the *n* counted tasks (n ≥ 2, else insufficient_evidence):
 
 1. **Resolve-rate non-inferiority.** ``d_t`` = candidate rate − incumbent rate per task.

@@ -37,7 +37,8 @@ def v2_lines(d: Decision) -> list[str]:
         )
     ts = s.total_spend
     ratio = "n/a" if ts.ratio is None else f"{ts.ratio:.3f}x"
-    out.append(f"total spend: candidate/comparator {ratio} (limit {ts.limit}): {ts.verdict}")
+    limit = "report only" if ts.limit is None else f"limit {ts.limit:g}x"
+    out.append(f"total spend: candidate/comparator {ratio} ({limit}): {ts.verdict}")
     if s.mutually_unresolved:
         out.append(f"mutually unresolved (counted): {', '.join(s.mutually_unresolved)}")
     for lk in s.looks:
@@ -45,6 +46,7 @@ def v2_lines(d: Decision) -> list[str]:
         out.append(
             f"look {lk.look}/{lk.max_looks}: {lk.candidate_runs_per_task} candidate runs per "
             f"task, alpha cost {lk.alpha_cost:.4g} / resolve {lk.alpha_resolve:.4g}, cost t {t} "
-            f"({lk.cost_verdict}), resolve {lk.resolve_verdict} -> {lk.action}"
+            f"({lk.cost_verdict or 'not run'}), resolve {lk.resolve_verdict or 'not run'} -> "
+            f"{lk.action}"
         )
     return out

@@ -31,7 +31,8 @@ Over the *n* counted tasks (n ≥ ``min_counted_tasks``, else insufficient):
    ``−cost_margin`` and ``1 − exp(x̄) ≥ min_improvement``; not improved (keep) when the lower
    bound is above ``log(1 − min_improvement)``; otherwise inconclusive.
    ``cost_margin = max(log(1 + drift_tolerance), estimated drift)``.
-3. **Drift.** On tasks with both fresh and old (reused or pooled) comparator runs,
+3. **Drift.** On every task (counted or not) with both fresh and old (reused or pooled) comparator
+   runs,
    ``δ_t`` = mean log old − mean log fresh; ``δ̂`` their mean with the larger of the cluster and
    run-level SE. Old evidence but no fresh comparator run to check it: insufficient (pay canaries).
    Lower bound at ``drift_confidence`` above ``log(1 + drift_tolerance)``: insufficient (re-pay the
@@ -212,7 +213,7 @@ def _resolve(counted: list[Task], inp: GateInput, findings: list[Finding]) -> Re
 
 
 def _drift(
-    counted: list[Task], inp: GateInput, rows: dict[tuple[str, str], list[RunOutcome]]
+    tasks: list[Task], inp: GateInput, rows: dict[tuple[str, str], list[RunOutcome]]
 ) -> tuple[DriftEstimate, list[list[float]]]:
     policy = inp.policy
     tol = math.log1p(policy.drift_tolerance)
@@ -221,7 +222,7 @@ def _drift(
     fresh_total = old_total = 0
     groups: list[list[float]] = []
     any_old = False
-    for t in counted:
+    for t in tasks:
         comp = rows.get((t.task, inp.incumbent_arm), [])
         fresh = _logs(o for o in comp if not o.reused and not o.pooled)
         old = _logs(o for o in comp if o.reused or o.pooled)
@@ -232,7 +233,7 @@ def _drift(
             fresh_total += len(fresh)
             old_total += len(old)
     s2, df_within = _within_variance(groups)
-    for t in counted:
+    for t in tasks:
         comp = rows.get((t.task, inp.incumbent_arm), [])
         f = len(_logs(o for o in comp if not o.reused and not o.pooled))
         o_ = len(_logs(o for o in comp if o.reused or o.pooled))
@@ -465,7 +466,7 @@ def check_set(
     hard_regressions(counted, policy.v2_confidence)
     for t in counted:
         findings.extend(f for f in t.findings if f.rule == "hard_regression")
-    drift, _ = _drift(counted, inp, rows)
+    drift, _ = _drift(tasks, inp, rows)
     tol = math.log1p(policy.drift_tolerance)
     margin = tol
     if drift.verdict == "unmeasured":
@@ -474,8 +475,8 @@ def check_set(
                 rule="drift",
                 effect="insufficient",
                 task=None,
-                message="reused comparator evidence, but no fresh comparator run on any counted "
-                "task to bound its drift (pay canary cells).",
+                message="reused comparator evidence, but no fresh comparator run on any task to "
+                "bound its drift (pay canary cells).",
             )
         )
     elif drift.verdict != "none_reused":

@@ -129,10 +129,14 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
         f"(skills {short(doc.incumbent_skills_digest)})"
     )
     pol = d.policy
+    v2 = d.policy_name == "paired"
+    margin, level = (
+        (pol.v2_resolve_margin, pol.v2_confidence) if v2 else (pol.resolve_margin, pol.confidence)
+    )
     click.echo(
         f"policy {d.policy_name}: metric {d.metric}, min_runs {pol.min_runs}, "
-        f"min_improvement {pol.min_improvement}, resolve_margin {pol.resolve_margin}, "
-        f"confidence {pol.confidence}, seed {pol.seed}"
+        f"min_improvement {pol.min_improvement}, resolve_margin {margin}, "
+        f"confidence {level}, seed {pol.seed}"
     )
     expires = d.evidence_expires_at.isoformat() if d.evidence_expires_at else "(no evidence)"
     click.echo(f"evidence expires {expires}; decided in run {run_id}")

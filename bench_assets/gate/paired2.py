@@ -46,11 +46,15 @@ Over the *n* counted tasks (n ≥ ``min_counted_tasks``, else insufficient):
    decision asks for ``top_up_runs`` more candidate runs per task (``next_action = top_up``,
    insufficient_evidence meanwhile). The per-look levels are Bonferroni-split, so the overall
    error holds for any stopping pattern.
+
+Longer than the house ~500 lines on purpose: one policy's rules, read top to bottom against this
+docstring, are easier to review in one file than spread over helpers.
 """
 
 import math
 import statistics
 from collections.abc import Iterable
+from typing import Literal
 
 from bench_assets.errorkinds import is_excluded
 from bench_assets.gate.folding import Task
@@ -86,6 +90,9 @@ def select_outcomes(inp: GateInput) -> list[RunOutcome]:
         rows.sort(key=lambda o: (o.recorded_at, o.record_id), reverse=True)
         kept.extend(rows[: policy.max_pooled_runs])
     return kept
+
+
+DriftVerdict = Literal["none_reused", "within", "absorbed", "exceeded", "unmeasured"]
 
 
 def _logs(rows: Iterable[RunOutcome]) -> list[float]:
@@ -240,7 +247,12 @@ def _drift(
         if f and o_:
             floor += s2 * (1 / f + 1 / o_)
 
-    def est(verdict: str, estimate: float | None = None, lo=None, hi=None) -> DriftEstimate:  # type: ignore[no-untyped-def]
+    def est(
+        verdict: DriftVerdict,
+        estimate: float | None = None,
+        lo: float | None = None,
+        hi: float | None = None,
+    ) -> DriftEstimate:
         return DriftEstimate(
             tasks=len(deltas),
             fresh_runs=fresh_total,
@@ -250,7 +262,7 @@ def _drift(
             lower=lo,
             level=policy.drift_confidence,
             tolerance=policy.drift_tolerance,
-            verdict=verdict,  # type: ignore[arg-type]
+            verdict=verdict,
         )
 
     if not any_old:
@@ -267,12 +279,7 @@ def _drift(
         se, df = se_floor, max(1, df_within)
     q = t_quantile(policy.drift_confidence, df)
     lo, hi = mean - q * se, mean + q * se
-    if lo > tol:
-        verdict = "exceeded"
-    elif mean > tol:
-        verdict = "absorbed"
-    else:
-        verdict = "within"
+    verdict: DriftVerdict = "exceeded" if lo > tol else "absorbed" if mean > tol else "within"
     return est(verdict, mean, lo, hi), groups
 
 
@@ -377,6 +384,7 @@ def _spend(
     if comp <= 0:
         return SpendRatio(ratio=None, limit=limit, verdict="unmeasured")
     ratio = arm_total(inp.candidate_arm) / comp
+    verdict: Literal["within", "exceeded", "report_only"]
     if limit is None:
         verdict = "report_only"
     elif ratio > limit:
@@ -392,7 +400,7 @@ def _spend(
         )
     else:
         verdict = "within"
-    return SpendRatio(ratio=ratio, limit=limit, verdict=verdict)  # type: ignore[arg-type]
+    return SpendRatio(ratio=ratio, limit=limit, verdict=verdict)
 
 
 def hard_regressions(counted: list[Task], policy_confidence: float) -> None:
@@ -523,7 +531,7 @@ def check_set(
 
     effects = {f.effect for f in findings}
     cand_runs = min((t.cand.valid for t in counted), default=0)
-    action: str = "decide"
+    action: Literal["decide", "top_up", "futility"] = "decide"
     if (
         inp.look < policy.max_looks
         and "insufficient" not in effects
@@ -564,7 +572,7 @@ def check_set(
         cost_t=None if cost is None else cost.t_statistic,
         cost_verdict=None if cost is None else cost.verdict,
         resolve_verdict=None if resolve is None else resolve.verdict,
-        action=action,  # type: ignore[arg-type]
+        action=action,
     )
     stats = PairedV2Statistics(
         counted_tasks=len(counted),

@@ -533,6 +533,9 @@ class PolicyConfig(_Strict):
     drift_tolerance: float = Field(default=0.05, ge=0, lt=1)
     """Comparator cost drift (reused vs fresh evidence) the cost test absorbs: a candidate must be
     significantly cheaper than the comparator by more than this (or the estimated drift)."""
+    drift_absorb_sd: float = Field(default=0.5, ge=0)
+    """When the drift estimate less this many standard errors exceeds the tolerance, that value
+    becomes the cost margin (see bench_assets/gate/paired2.py)."""
     drift_confidence: float = Field(default=0.95, gt=0.5, lt=1)
     """One-sided level at which estimated drift beyond the tolerance makes evidence insufficient."""
     max_total_spend_ratio: float | None = Field(default=1.0, gt=0)

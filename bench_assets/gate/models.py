@@ -296,6 +296,7 @@ class DriftEstimate(_Model):
     """Positive: the reused/pooled evidence is dearer, so a candidate would look cheaper."""
     upper: float | None
     lower: float | None
+    se: float | None = None
     level: float
     tolerance: float
     verdict: Literal["none_reused", "within", "absorbed", "exceeded", "unmeasured"]

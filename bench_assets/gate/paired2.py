@@ -30,13 +30,15 @@ Over the *n* counted tasks (n ≥ ``min_counted_tasks``, else insufficient):
    never p = 0. ``a = (1 − v2_confidence) / max_looks``. Improved when the upper bound is below
    ``−cost_margin`` and ``1 − exp(x̄) ≥ min_improvement``; not improved (keep) when the lower
    bound is above ``log(1 − min_improvement)``; otherwise inconclusive.
-   ``cost_margin = max(log(1 + drift_tolerance), estimated drift)``.
+   ``cost_margin = max(log(1 + drift_tolerance), δ̂ − drift_absorb_sd·SE)`` (see 3).
 3. **Drift.** On every task (counted or not) with both fresh and old (reused or pooled) comparator
    runs,
    ``δ_t`` = mean log old − mean log fresh; ``δ̂`` their mean with the larger of the cluster and
    run-level SE. Old evidence but no fresh comparator run to check it: insufficient (pay canaries).
    Lower bound at ``drift_confidence`` above ``log(1 + drift_tolerance)``: insufficient (re-pay the
-   comparator's cells). Otherwise the estimate, when above the tolerance, raises the cost margin.
+   comparator's cells). Otherwise ``δ̂ − drift_absorb_sd·SE``, when above the tolerance, becomes
+   the cost margin (0.5 SE: the calibration's trade between a spurious margin eating power and a
+   real 10 % drift leaking through).
 4. **Hard regression** (keep): one-sided Fisher p ≤ (1 − v2_confidence)/m over the m counted tasks
    (Bonferroni only; at 3 vs 3 runs it cannot fire, which is its honest power).
 5. **Total spend**: Σ_t mean candidate metric / Σ_t mean comparator metric above
@@ -252,9 +254,11 @@ def _drift(
         estimate: float | None = None,
         lo: float | None = None,
         hi: float | None = None,
+        se: float | None = None,
     ) -> DriftEstimate:
         return DriftEstimate(
             tasks=len(deltas),
+            se=se,
             fresh_runs=fresh_total,
             old_runs=old_total,
             estimate=estimate,
@@ -279,8 +283,9 @@ def _drift(
         se, df = se_floor, max(1, df_within)
     q = t_quantile(policy.drift_confidence, df)
     lo, hi = mean - q * se, mean + q * se
-    verdict: DriftVerdict = "exceeded" if lo > tol else "absorbed" if mean > tol else "within"
-    return est(verdict, mean, lo, hi), groups
+    absorbed = mean - policy.drift_absorb_sd * se
+    verdict: DriftVerdict = "exceeded" if lo > tol else "absorbed" if absorbed > tol else "within"
+    return est(verdict, mean, lo, hi, se), groups
 
 
 def _cost(
@@ -506,8 +511,12 @@ def check_set(
             )
         else:
             if drift.verdict == "absorbed":
-                margin = drift.estimate
-                text += "; the cost test must clear the estimated drift."
+                assert drift.se is not None
+                margin = drift.estimate - policy.drift_absorb_sd * drift.se
+                text += (
+                    f"; the cost test must clear the estimated drift less "
+                    f"{policy.drift_absorb_sd:g} SE ({pct(math.expm1(margin))})."
+                )
             else:
                 text += "; within tolerance."
             findings.append(Finding(rule="drift", effect="info", task=None, message=text))

@@ -524,7 +524,7 @@ class PolicyConfig(_Strict):
     v2_resolve_margin: float = Field(default=0.12, ge=0, le=1)
     """Non-inferiority margin of the v2 resolve-rate bound (0.12: the point on the frontier of
     bench/gate_calibration.py that keeps a 10-points-worse, 20 %-cheaper candidate under 20 %
-    promotion at one look; power for a 20 % cost cut is then ~52 %, see the README)."""
+    promotion at one look; power for a 20 % cost cut is then ~55 %, see the README)."""
     v2_confidence: float = Field(default=0.90, gt=0.5, lt=1)
     """One-sided level of the v2 cost test and hard-regression veto, split evenly over the
     sequential looks (0.05 per look at two looks)."""

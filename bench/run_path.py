@@ -40,7 +40,15 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from generation import Env, Generation, fresh_env, run_generation  # noqa: E402
+import dagster as dg  # noqa: E402
+from generation import GEN_TAG, Env, Generation, fresh_env, run_generation  # noqa: E402
+
+STAGES = (
+    dg.DagsterEventType.RUN_ENQUEUED,
+    dg.DagsterEventType.RUN_STARTING,
+    dg.DagsterEventType.RUN_START,
+    dg.DagsterEventType.RUN_SUCCESS,
+)
 
 
 def _log(msg: str) -> None:
@@ -102,10 +110,49 @@ def measure(gen: Generation, sessions: int) -> dict[str, Any]:
     }
 
 
+def stages(env: Env, generation: str) -> dict[str, float | None]:
+    """Where a cell run's time outside its own work goes, median over the generation's cells.
+
+    ``slot free → launched``: from the moment a slot was free (the latest end of an earlier cell
+    run, or the run's enqueue if a slot was already free) to the daemon launching the run
+    (``RUN_STARTING``: dequeue tick and the run launcher's call); ``launched → started``: the run
+    worker's process start and code load, until ``RUN_START``.
+    """
+    with dg.DagsterInstance.from_config(str(env.home)) as instance:
+        rows = []
+        for rec in instance.get_run_records(dg.RunsFilter(tags={GEN_TAG: generation})):
+            if "dagster/partition/cell" not in rec.dagster_run.tags:
+                continue
+            t: dict[Any, float] = {}
+            for kind in STAGES:
+                ev = instance.get_records_for_run(rec.dagster_run.run_id, of_type=kind).records
+                if ev:
+                    t[kind] = ev[0].timestamp
+            if len(t) == len(STAGES):
+                rows.append(t)
+    if not rows:
+        return {}
+    E = dg.DagsterEventType
+    ends = sorted(r[E.RUN_SUCCESS] for r in rows)
+    react, boot = [], []
+    for r in rows:
+        freed = max([e for e in ends if e <= r[E.RUN_STARTING]] + [r[E.RUN_ENQUEUED]])
+        react.append(r[E.RUN_STARTING] - freed)
+        boot.append(r[E.RUN_START] - r[E.RUN_STARTING])
+    return {
+        "slot_free_to_launched_s": statistics.median(react),
+        "launched_to_started_s": statistics.median(boot),
+    }
+
+
 def print_report(m: dict[str, Any], sleep_s: float) -> None:
     pc = m["per_cell"]
     print(f"Run path: {m['cells']} cells of a {sleep_s:g} s command-agent session "
           f"on {m['sessions']} agent slots (one queued Dagster run per cell)")
+    la = m.get("load_average")
+    if la:
+        print(f"(1-minute load average {la['before']:.1f} before, {la['after']:.1f} after, on "
+              f"{la['cpus']} CPUs: process start-up, and so Dagster's per-run cost, grows with load)")
     print()
     print(f"| {'measure':<46} | {'seconds':>9} | {'ratio':>7} |")
     print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 7}:|")
@@ -130,6 +177,15 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
     row("slot idle between runs (mean)", pc["between_runs_s"], pc["between_runs_s"] / work)
     row("total Dagster cost per cell (mean)", pc["total_overhead_s"],
         pc["total_overhead_s"] / work)
+    if m.get("stages"):
+        print()
+        print(f"| {'between runs, by stage (median)':<46} | {'seconds':>9} | {'':>7} |")
+        print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 7}:|")
+        for key, label in (
+            ("slot_free_to_launched_s", "slot free → daemon launches the next run"),
+            ("launched_to_started_s", "launched → run worker started (process, code)"),
+        ):
+            row(label, m["stages"][key])
 
 
 def main() -> None:
@@ -149,10 +205,13 @@ def main() -> None:
                     _edit(args.tasks, args.runs, args.sessions, args.sleep))
     kept = _keep_tasks(env, args.tasks)
     _log(f"tasks {', '.join(kept)}; instance {env.home}")
+    load_before = os.getloadavg()[0]
     gen = run_generation(env)
     _log(f"generation {gen.result.generation}: {gen.wall_s:.1f} s")
     m = measure(gen, args.sessions)
     m["sleep_s"] = args.sleep
+    m["stages"] = stages(env, gen.result.generation)
+    m["load_average"] = {"before": load_before, "after": os.getloadavg()[0], "cpus": os.cpu_count()}
     if args.json:
         print(json.dumps(m, indent=2))
     else:

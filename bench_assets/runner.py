@@ -33,6 +33,10 @@ harness failure: ``infra_failed`` tells the caller so.
 A custom command (a ``verify`` string, ``oracle.command``) runs under ``/bin/sh -c`` in the same
 sandbox and is graded by its exit status alone; ``{oracle_dir}`` in an oracle command is the
 stage folder.
+
+Why one file over 500 lines: the mounts, the specification sent on stdin, the report's parsing
+and the verdict rules are one protocol with :mod:`bench_assets.pytest_runner`; kept together, a
+change to one side cannot silently disagree with the other.
 """
 
 import hashlib

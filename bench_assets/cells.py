@@ -392,6 +392,7 @@ def run_cell(
         recorded_at=now_iso(),
         ad_hoc=ad_hoc,
         model_usage=usage.by_model,
+        producer=session.producer if session is not None else None,
     )
     return record, write_record(folder, record)
 

@@ -126,6 +126,8 @@ class SessionResult:
     agent_version: str | None = None
     wall_s: float = 0.0
     """Wall time spent in agent subprocesses."""
+    producer: str | None = None
+    """Who produced a replayed patch (a prediction's ``model_name_or_path``), when known."""
 
 
 class Adapter(Protocol):

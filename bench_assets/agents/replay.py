@@ -5,8 +5,8 @@ JSONL, a JSON list, a ``preds.json`` keyed by instance id, OpenHands ``output.js
 extended with ``run`` and ``usage`` (the recorded tokens, cost, turns and duration; missing values
 stay unknown). The producer (``model_name_or_path``) is reported to the cell record. The patch is
 applied with ``git apply`` inside the sandbox, so replaying untrusted predictions is as contained
-as a live session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an excluded
-session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
+as a live session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an
+excluded session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
 
 A predictions file is parsed once per process (:func:`cached_predictions`): planning builds an
 adapter per task and arm, and re-reading a file of N tasks for each of them made planning

@@ -321,6 +321,11 @@ def cell_mounts(env_path: Path | None) -> tuple[tuple[Mount, ...], tuple[str, ..
     return (Mount(env_path / "site-packages", ENV_DEST, writable=False),), (ENV_DEST,)
 
 
+def env_pythonpath(env_paths: tuple[str, ...]) -> dict[str, str]:
+    """``PYTHONPATH`` for a command that is not the trusted runner (setup, an agent session)."""
+    return {"PYTHONPATH": ":".join(env_paths)} if env_paths else {}
+
+
 def _now() -> str:
     import datetime as dt
 

@@ -174,6 +174,15 @@ def test_an_environment_is_built_once_and_a_second_generation_reuses_it_unchange
     rows = [json.loads(line) for line in out.stdout.splitlines()]
     # Every cell resolved: the hidden test imports text_unidecode, which only the environment has.
     assert {(r["arm"], r["resolved"]) for r in rows} == {("fixer", True), ("cand", True)}, rows
+    exported = CliRunner().invoke(
+        main, ["export", "--tasks", str(tasks), "--generation", "g0002", "--format", "swebench"]
+    )
+    assert exported.exit_code == 0, exported.output
+    arms = json.loads(exported.stdout)["arms"]
+    assert {a: r["r0"]["resolved_ids"] for a, r in arms.items()} == {
+        "cand": ["greet"],
+        "fixer": ["greet"],
+    }
     first, second = _env_materializations()
     assert first["reused"] is False and second["reused"] is True
     assert first["data_version"] == second["data_version"] == first["digest"]

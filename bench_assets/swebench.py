@@ -227,7 +227,13 @@ def _in(test_id: str, files: dict[str, bytes]) -> bool:
     return test_id.split("::", 1)[0] in files
 
 
-def task_document(inst: SwebenchInstance, repo: Path, commit: str, oracle: _Oracle) -> dict:
+def task_document(
+    inst: SwebenchInstance,
+    repo: Path,
+    commit: str,
+    oracle: _Oracle,
+    environment: dict[str, Any] | None = None,
+) -> dict:
     """The task.yaml of an instance, validated as a :class:`TaskSpec`."""
     doc: dict[str, Any] = {
         "id": inst.instance_id,
@@ -245,6 +251,8 @@ def task_document(inst: SwebenchInstance, repo: Path, commit: str, oracle: _Orac
     for key in ("fail_to_pass", "pass_to_pass"):
         if not doc["oracle"][key]:
             del doc["oracle"][key]
+    if environment is not None:
+        doc["environment"] = environment
     TaskSpec.model_validate(doc)
     return doc
 
@@ -292,8 +300,13 @@ def _diff(old: dict[str, bytes], new: dict[str, bytes], task: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def import_instances(source: Path, repos: Path, tasks: Path) -> list[ImportedTask]:
+def import_instances(
+    source: Path, repos: Path, tasks: Path, *, environment: dict[str, Any] | None = None
+) -> list[ImportedTask]:
     """Write one task folder per instance of ``source`` under ``tasks`` (module docstring).
+
+    ``environment`` is written as every task's ``environment`` (e.g. ``{"pyproject": True}``: the
+    repository's declared dependencies, built once per task by ``task_environments``).
 
     Raises:
         InputError: A bad instance, a missing repository or commit, or a test patch that does not
@@ -313,7 +326,8 @@ def import_instances(source: Path, repos: Path, tasks: Path) -> list[ImportedTas
                 "(update the local mirror; nothing is fetched)"
             )
         oracle = _oracle_files(inst, repo, commit, where)
-        planned.append((inst, _render(task_document(inst, repo, commit, oracle), oracle)))
+        doc = task_document(inst, repo, commit, oracle, environment)
+        planned.append((inst, _render(doc, oracle)))
     results = []
     for inst, files in planned:
         folder = tasks / inst.instance_id

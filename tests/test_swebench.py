@@ -116,6 +116,25 @@ def test_an_instance_with_only_new_test_files_is_decided_by_the_oracle_alone(
     assert doc["oracle"]["fail_to_pass"] == ["tests/test_perimeter.py::test_perimeter"]
 
 
+def test_import_can_give_every_task_its_pyproject_environment(
+    tmp_path: Path, suite: tuple[Path, Path, list[dict[str, object]]]
+) -> None:
+    source, repos, _ = suite
+    tasks = tmp_path / "tasks"
+    cli(
+        "import",
+        "swebench",
+        str(source),
+        "--repos",
+        str(repos),
+        "--tasks",
+        str(tasks),
+        "--pyproject-env",
+    )
+    doc = yaml.safe_load((tasks / IDS[0] / "task.yaml").read_text())
+    assert doc["environment"] == {"pyproject": True}
+
+
 def test_a_json_list_of_instances_reads_like_jsonl(
     tmp_path: Path, suite: tuple[Path, Path, list[dict[str, object]]]
 ) -> None:

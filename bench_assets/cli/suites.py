@@ -29,8 +29,16 @@ def import_group() -> None:
     "Nothing is ever cloned from the network.",
 )
 @tasks_option
+@click.option(
+    "--pyproject-env",
+    is_flag=True,
+    help="Give every task an environment with its repository's pyproject dependencies "
+    "(installed once per task from PyPI by task_environments; cells stay offline).",
+)
 @click.option("--quiet", is_flag=True, help="Do not print the diff of changed tasks.")
-def import_swebench(source: Path, repos: Path, tasks_dir: Path, quiet: bool) -> None:
+def import_swebench(
+    source: Path, repos: Path, tasks_dir: Path, pyproject_env: bool, quiet: bool
+) -> None:
     """Import SWE-bench-style instances from SOURCE (JSON list or JSONL) as task folders.
 
     Each instance (instance_id, repo, base_commit, problem_statement, patch, test_patch,
@@ -43,7 +51,8 @@ def import_swebench(source: Path, repos: Path, tasks_dir: Path, quiet: bool) -> 
     from bench_assets.swebench import GOLD_FILE, ensure_bench, import_instances
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
-    results = import_instances(source, repos, tasks_dir)
+    env = {"pyproject": True} if pyproject_env else None
+    results = import_instances(source, repos, tasks_dir, environment=env)
     made = ensure_bench(tasks_dir)
     if made is not None:
         progress(f"wrote {made} (one `gold` replay arm); edit its arms to benchmark agents")

@@ -28,6 +28,7 @@ from bench_assets.binding import TaskBinding
 from bench_assets.catalog import Benchmark
 from bench_assets.cellkeys import cell_key, identity_digest
 from bench_assets.egress import preflight as egress_preflight
+from bench_assets.environments import EnvironmentRecord
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import WfbenchError
 from bench_assets.fsutil import atomic_write_text, remove_tree
@@ -71,6 +72,9 @@ class CellInputs:
     skills_dir: Path
     overlay: OverlaySnapshot | None = None
     overlay_dir: Path | None = None
+    environment: EnvironmentRecord | None = None
+    environment_dir: Path | None = None
+    """The task environment (:mod:`bench_assets.environments`), for a task that declares one."""
 
     def identity(self) -> "InputIdentity":
         """The part of these inputs a cell's identity depends on."""
@@ -81,6 +85,7 @@ class CellInputs:
             sanitized_sha=self.template.info.sanitized_sha,
             skills_digest=self.skills.digest,
             overlay_digest=self.overlay.digest if self.overlay is not None else None,
+            environment_digest=self.environment.digest if self.environment is not None else None,
         )
 
 
@@ -99,6 +104,7 @@ class InputIdentity:
     sanitized_sha: str
     skills_digest: str
     overlay_digest: str | None = None
+    environment_digest: str | None = None
 
 
 def _identity_of(inputs: "CellInputs | InputIdentity") -> InputIdentity:
@@ -145,6 +151,8 @@ def cell_identity(
     spec = bench.task(task_id).spec
     per_cell = getattr(adapter, "cell_identity", None)
     agent = per_cell(task_id, run) if callable(per_cell) else adapter.identity()
+    # Only a task with an environment has the key, so no other cell's identity changed with it.
+    env = {"environment": ids.environment_digest} if ids.environment_digest is not None else {}
     return {
         "harness_version": __version__,
         "grader": GRADER,
@@ -163,6 +171,7 @@ def cell_identity(
         "sanitized_sha": ids.sanitized_sha,
         "skills": ids.skills_digest if arm.skills != "none" else None,
         "overlay": ids.overlay_digest if arm.skills == "candidate" else None,
+        **env,
     }
 
 
@@ -259,6 +268,7 @@ def run_cell(
             protected=list(task.spec.protected),
             memory_mb=memory,
             import_paths=list(task.spec.import_paths),
+            environment=inputs.environment_dir,
         )
         timings["prepare_s"] = time.monotonic() - t0
         if wt.setup_result is not None:
@@ -281,6 +291,7 @@ def run_cell(
             secrets_env=_secrets(secret_names),
             memory_mb=memory,
             readonly_paths=tuple(wt.readonly_paths),
+            env_mounts=wt.env_mounts,
         )
         t0 = time.monotonic()
         session = adapter.run(ctx)
@@ -392,6 +403,7 @@ def run_cell(
         recorded_at=now_iso(),
         ad_hoc=ad_hoc,
         model_usage=usage.by_model,
+        producer=session.producer if session is not None else None,
     )
     return record, write_record(folder, record)
 
@@ -461,6 +473,7 @@ def build_cell_inputs(
             known = ", ".join(sorted(bench.candidates)) or "none"
             raise WfbenchError(f"unknown candidate {candidate!r} (queued: {known})")
         ov, ov_dir = overlay_mod.snapshot(cand, bench.skills_dir, skills.digest, artifacts)
+    env = inputs_mod.build_environment(bench, task_id, bound, artifacts)
     return CellInputs(
         binding=bound,
         oracle=captured.snapshot,
@@ -472,4 +485,6 @@ def build_cell_inputs(
         skills_dir=skills_path / "files",
         overlay=ov,
         overlay_dir=ov_dir,
+        environment=env.record if env is not None else None,
+        environment_dir=env.path if env is not None else None,
     )

@@ -260,6 +260,45 @@ class ReviewSpec(_Strict):
         return safe_relative_path(v, "review labels file")
 
 
+_REQUIREMENT_RE = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?[ <>=!~.,*0-9A-Za-z+-]*$"
+)
+
+
+def _requirement(value: str) -> str:
+    if not _REQUIREMENT_RE.match(value) or len(value) > 200:
+        raise ValueError(
+            f"requirement {value!r} must be a plain package requirement such as 'idna==3.10' "
+            "(no pip options, URLs, paths or environment markers)"
+        )
+    return value
+
+
+class EnvironmentSpec(_Strict):
+    """Third-party packages a task's code needs, installed once per task (``task_environments``).
+
+    Built from the package index in a sandbox that can reach only that index, stored read-only
+    and mounted into every cell of the task (cells never get that network).
+    """
+
+    requirements: list[Annotated[str, AfterValidator(_requirement)]] = Field(
+        default_factory=list, max_length=200
+    )
+    """Packages to install, e.g. ``[idna==3.10]``."""
+    pyproject: bool = False
+    """Also install the ``[project] dependencies`` of the repository's ``pyproject.toml`` at the
+    pinned commit (read as data, never executed)."""
+    index_url: str = "https://pypi.org/simple"
+    """The package index, the one host (plus its file host) the build can reach."""
+
+    @field_validator("index_url")
+    @classmethod
+    def _check_index(cls, v: str) -> str:
+        if not re.match(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$", v):
+            raise ValueError(f"index_url {v!r} must be a plain https:// URL")
+        return v
+
+
 class TaskSpec(_Strict):
     """One benchmark problem: ``tasks/<id>/task.yaml``."""
 
@@ -296,6 +335,8 @@ class TaskSpec(_Strict):
     timeouts: TaskTimeouts = Field(default_factory=TaskTimeouts)
     resources: TaskResources = Field(default_factory=TaskResources)
     review: ReviewSpec | None = None
+    environment: EnvironmentSpec | None = None
+    """Third-party packages the task needs (see :class:`EnvironmentSpec`); none by default."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 

@@ -114,6 +114,9 @@ class CellRecord(BaseModel):
     """A `wfbench try` cell: never counted as evidence."""
     model_usage: dict[str, ModelUsage] | None = None
     """Tokens and cost per model (main model, sub-agents), when the agent reports them."""
+    producer: str | None = None
+    """Who produced a replayed patch (the prediction's ``model_name_or_path``); ``model`` is the
+    benchmark's configured model, which a replayed patch need not come from."""
 
     @property
     def data_version(self) -> str:

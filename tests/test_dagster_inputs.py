@@ -16,7 +16,7 @@ from bench_assets.driver.instance import materialize_inputs, sync_instance
 from tests.conftest import REPO_ROOT, add_task, make_bench
 from tests.staleness import stale_status
 
-INPUTS = ["task_bindings", "oracle_snapshots", "sanitized_graphs"]
+INPUTS = ["task_bindings", "oracle_snapshots", "sanitized_graphs", "task_environments"]
 
 
 @pytest.fixture
@@ -56,6 +56,7 @@ def test_definitions_hold_the_input_assets_and_sync_sensor() -> None:
         "promotion_decision",
         "sanitized_graphs",
         "task_bindings",
+        "task_environments",
     ]
     cells = defs.resolve_assets_def("comparator_cells").partitions_def
     assert isinstance(cells, dg.MultiPartitionsDefinition)

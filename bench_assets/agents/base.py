@@ -82,6 +82,13 @@ class SessionContext:
     memory_mb: int | None = None
     readonly_paths: tuple[str, ...] = ()
     """Worktree-relative paths (the evaluated skill files) mounted read-only over the worktree."""
+    env_mounts: tuple[Mount, ...] = ()
+    """The task environment (read-only; :mod:`bench_assets.environments`), if the task has one."""
+
+    @property
+    def env_vars(self) -> dict[str, str]:
+        """``PYTHONPATH`` naming the task environment, so the agent's own test runs see it."""
+        return {"PYTHONPATH": ":".join(m.dest for m in self.env_mounts)} if self.env_mounts else {}
 
 
 def session_sandbox(
@@ -101,6 +108,7 @@ def session_sandbox(
     for rel in ctx.readonly_paths:
         if (ctx.workdir / rel).exists():
             mounts.append(Mount(ctx.workdir / rel, f"{WORKSPACE}/{rel}", writable=False))
+    mounts.extend(ctx.env_mounts)
     mounts.extend(extra)
     return SandboxSpec(
         workspace=ctx.workdir,
@@ -126,6 +134,8 @@ class SessionResult:
     agent_version: str | None = None
     wall_s: float = 0.0
     """Wall time spent in agent subprocesses."""
+    producer: str | None = None
+    """Who produced a replayed patch (a prediction's ``model_name_or_path``), when known."""
 
 
 class Adapter(Protocol):

@@ -449,7 +449,7 @@ class ClaudeCodeAdapter:
                 res = run(
                     self.argv(str(runtime.exe), ctx),
                     isolation=Isolation.SANDBOX,
-                    env=self._env(runtime, passed, ctx.effort, bypass=bypass),
+                    env=self._env(runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass),
                     timeout_s=ctx.timeout_s,
                     stdin=ctx.prompt.encode("utf-8"),
                     max_output=MAX_TRANSCRIPT_BYTES,

@@ -59,6 +59,7 @@ class CommandAdapter:
         argv = [render(a, values) for a in self.spec.argv]
         env = sandbox_env(
             {
+                **ctx.env_vars,
                 **ctx.secrets_env,
                 "WFBENCH_USAGE_FILE": USAGE_FILE,
                 "WFBENCH_PROMPT_FILE": PROMPT_FILE,

@@ -323,6 +323,10 @@ class ClaudeCodeAdapter:
         )
         return tuple(b for b in builtins if b)
 
+    def budget(self, ctx: SessionContext) -> float | None:
+        """The session's ``--max-budget-usd``: its phase's, else the agent's."""
+        return ctx.max_budget_usd if ctx.max_budget_usd is not None else self._spec.max_budget_usd
+
     def argv(self, exe: str, ctx: SessionContext) -> list[str]:
         """The CLI arguments for one session (the prompt is not among them: it goes on stdin)."""
         spec = self._spec
@@ -354,8 +358,9 @@ class ClaudeCodeAdapter:
             args += ["--disallowedTools", tool]
         if spec.max_turns is not None:
             args += ["--max-turns", str(spec.max_turns)]
-        if spec.max_budget_usd is not None:
-            args += ["--max-budget-usd", f"{spec.max_budget_usd:g}"]
+        budget = self.budget(ctx)
+        if budget is not None:
+            args += ["--max-budget-usd", f"{budget:g}"]
         if ctx.effort:
             args += ["--effort", ctx.effort]
         return args
@@ -475,7 +480,7 @@ class ClaudeCodeAdapter:
             want,
             timeout_s=ctx.timeout_s,
             max_turns=self._spec.max_turns,
-            max_budget_usd=self._spec.max_budget_usd,
+            max_budget_usd=self.budget(ctx),
             stop_reason=stop,
         )
         if kind in (ErrorKind.INFRA_ERROR, ErrorKind.SESSION_ERROR) and not res.stopped:

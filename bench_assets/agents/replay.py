@@ -2,7 +2,9 @@
 
 Prediction files are JSONL. Each line is a SWE-bench prediction (``instance_id``, ``model_patch``,
 ``model_name_or_path``), optionally extended with ``run`` (default 0) and ``usage`` (the recorded
-tokens, cost, turns and duration; missing values stay unknown). The patch is applied with
+tokens, cost, turns and duration; missing values stay unknown), ``phases`` (per phase of a
+multi-session arm: its patch and usage) and ``review_output`` (for a review arm: the text written
+to the review output file). The patch is applied with
 ``git apply`` inside the sandbox, so replaying untrusted predictions is as contained as a live
 session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an excluded
 session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
@@ -30,6 +32,15 @@ from bench_assets.hashing import sha256_json
 from bench_assets.sandbox import Isolation, run, sandbox_env
 
 
+class PhasePrediction(BaseModel):
+    """What one phase of a multi-session arm recorded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_patch: str = ""
+    usage: Usage = Field(default_factory=Usage)
+
+
 class Prediction(BaseModel):
     """One prediction line."""
 
@@ -40,6 +51,11 @@ class Prediction(BaseModel):
     model_name_or_path: str
     run: int = Field(default=0, ge=0)
     usage: Usage = Field(default_factory=Usage)
+    phases: dict[str, PhasePrediction] | None = None
+    """For an arm with phases: each phase's patch and usage (``model_patch`` is then unused)."""
+    review_output: str | None = None
+    """For a review arm: the text the agent wrote to ``/review-output/review-output.json``
+    (absent: it wrote nothing)."""
 
 
 def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
@@ -140,10 +156,27 @@ class ReplayAdapter:
                 error_detail=f"no recorded prediction for {ctx.task_id} run {ctx.run} "
                 f"in {self._source}",
             )
-        transcript = json.dumps({"replayed": p.model_name_or_path, "run": p.run}).encode()
-        if not p.model_patch.strip():
-            return SessionResult(ok=True, usage=p.usage, transcript=transcript)
-        atomic_write_text(ctx.scratch / "patch.diff", p.model_patch)
+        patch, usage = p.model_patch, p.usage
+        if ctx.phase is not None:
+            phase = (p.phases or {}).get(ctx.phase)
+            if phase is None:
+                return SessionResult(
+                    ok=False,
+                    usage=Usage(),
+                    error_kind=ErrorKind.INFRA_ERROR,
+                    error_detail=f"no recorded prediction for {ctx.task_id} run {ctx.run} "
+                    f"phase {ctx.phase} in {self._source}",
+                )
+            patch, usage = phase.model_patch, phase.usage
+        transcript = (
+            json.dumps({"replayed": p.model_name_or_path, "run": p.run, "phase": ctx.phase}) + "\n"
+        ).encode()
+        if ctx.review_output is not None and p.review_output is not None:
+            # The recorded bytes, as the agent wrote them: parsing them is the grader's job.
+            atomic_write_text(ctx.review_output / "review-output.json", p.review_output)
+        if not patch.strip():
+            return SessionResult(ok=True, usage=usage, transcript=transcript)
+        atomic_write_text(ctx.scratch / "patch.diff", patch)
         res = run(
             ["git", "apply", "--whitespace=nowarn", f"{SCRATCH}/patch.diff"],
             isolation=Isolation.SANDBOX,
@@ -154,10 +187,10 @@ class ReplayAdapter:
         if not res.ok:
             return SessionResult(
                 ok=False,
-                usage=p.usage,
+                usage=usage,
                 error_kind=ErrorKind.PATCH_FAILED,
                 error_detail=f"recorded patch does not apply: {res.tail(400)}",
                 transcript=transcript,
                 wall_s=res.duration_s,
             )
-        return SessionResult(ok=True, usage=p.usage, transcript=transcript, wall_s=res.duration_s)
+        return SessionResult(ok=True, usage=usage, transcript=transcript, wall_s=res.duration_s)

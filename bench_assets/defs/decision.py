@@ -139,6 +139,19 @@ def collect_manifest_inputs(
     return out, refused
 
 
+def applicable_cells(
+    b: Benchmark, task: str, planned: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The planned cells whose arm runs on ``task`` (review arms on review tasks only)."""
+    spec = b.task(task).spec
+    out = []
+    for asset, cell in planned:
+        arm = b.config.arms.get(cell.rsplit(".", 1)[0])
+        if arm is None or arm.applies_to(spec):
+            out.append((asset, cell))
+    return out
+
+
 def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
     """(asset, cell key) of every planned cell per task, from bench.yaml."""
     comparator, candidate = bench_cell_keys(tasks_dir)
@@ -195,12 +208,13 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     by_manifest = [t for t in tasks if manifest is not None and t in manifest.tasks]
     latest = [t for t in tasks if t not in set(by_manifest)]
     planned_default = planned_cells(bench.tasks_dir)
+    b = bench.load(tasks)
     latest_inputs = collect_inputs(context.instance, latest, planned_default, generation)
     results: dict[str, tuple[agg_mod.TaskAggregate, dict[str, Any], int]] = {}
     for task in tasks:
         refused: dict[str, str] = {}
         if task in latest_inputs:
-            planned = planned_default
+            planned = applicable_cells(b, task, planned_default)
             inputs = latest_inputs[task]
         else:
             assert manifest is not None
@@ -301,11 +315,12 @@ def gate_input(
     now: dt.datetime,
 ) -> gate_mod.GateInput:
     """The gate's input, built from the aggregates' evidence rows."""
-    candidates = bench.config.candidate_arms()
+    # Review candidates are decided by their own policy (gate.review); this is the other one.
+    candidates = [c for c in bench.config.candidate_arms() if bench.config.arms[c].kind != "review"]
     if len(candidates) != 1:
         raise InputError(
-            f"{bench.root / 'bench.yaml'}: arms: the decision needs exactly one candidate arm, "
-            f"found {len(candidates)}"
+            f"{bench.root / 'bench.yaml'}: arms: the decision needs exactly one implementation "
+            f"candidate arm, found {len(candidates)}"
         )
     cand = candidates[0]
     inc = bench.config.arms[cand].pairs_with or ""
@@ -332,7 +347,7 @@ def gate_input(
         model=bench.config.model,
         incumbent_arm=inc,
         candidate_arm=cand,
-        tasks=[a.task for a in aggs],
+        tasks=[a.task for a in aggs if bench.config.arms[cand].applies_to(bench.task(a.task).spec)],
         outcomes=outcomes,
         aborted=aborted,
         now=now,

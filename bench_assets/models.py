@@ -635,6 +635,31 @@ class PolicyConfig(_Strict):
     """Seed of the task-cluster bootstrap: decisions are reproducible."""
 
 
+class ReviewPolicyConfig(_Strict):
+    """The preregistered gate for a review candidate arm against its incumbent review arm.
+
+    ``bench_assets/gate/review.py`` states every rule; in short, per review task: no verdict
+    wrong on any repeat, blocker recall (worst repeat) and weighted F1 (median) not below the
+    incumbent's by more than the margins, and on clean controls no more false positives; then
+    promote only on a quality improvement or a cost improvement, never at a cost regression.
+    """
+
+    min_runs: int = Field(default=3, ge=1)
+    """Valid runs per task and arm below which the review gate cannot decide."""
+    min_improvement: float = Field(default=0.01, ge=0, le=1)
+    """Weighted-F1 gain on a defect task that counts as a quality improvement."""
+    weighted_f1_margin: float = Field(default=0.0, ge=0, le=1)
+    """Non-inferiority margin on each defect task's weighted F1 (0: the original's rule)."""
+    blocker_recall_margin: float = Field(default=0.0, ge=0, le=1)
+    """Non-inferiority margin on each task's blocker recall (0: the original's rule)."""
+    min_cost_improvement: float = Field(default=0.05, ge=0, lt=1)
+    """Geometric-mean cost reduction over the tasks (0.05 = 5 % cheaper) that counts as an
+    improvement when quality is non-inferior."""
+    max_cost_regression: float = Field(default=0.25, ge=0)
+    """Largest geometric-mean cost increase tolerated (0.25 = 25 % dearer) even with better
+    quality."""
+
+
 class ReuseConfig(_Strict):
     """Comparator-cell reuse: when a stored record stands in for a new run.
 
@@ -762,6 +787,8 @@ class BenchConfig(_Strict):
     arms: dict[str, ArmSpec] = Field(min_length=1)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    review_policy: ReviewPolicyConfig = Field(default_factory=ReviewPolicyConfig)
+    """The gate of review candidate arms (``kind: review``)."""
     reuse: ReuseConfig = Field(default_factory=ReuseConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)

@@ -517,7 +517,32 @@ REDUCED_METRICS = (
 """Numeric score keys folded across repeats: ``min`` for blocker recall, median otherwise."""
 
 
-def reduce_scores(scores: list[ReviewScore | None]) -> dict[str, float | bool | None] | None:
+class ReviewSummary(BaseModel):
+    """One arm's review metrics on one task, folded over its valid repeats (seed-system §8)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runs: int
+    """Valid repeats folded."""
+    true_positives: float | None
+    false_positives: float | None
+    false_negatives: float | None
+    precision: float | None
+    recall: float | None
+    f1: float | None
+    weighted_precision: float | None
+    weighted_recall: float | None
+    weighted_f1: float | None
+    blocker_recall: float | None
+    severity_accuracy: float | None
+    category_accuracy: float | None
+    grounded_evidence: float | None
+    verdict_correct: bool | None
+    clean_control: bool | None
+    clean_pass: bool | None
+
+
+def reduce_scores(scores: list[ReviewScore | None]) -> ReviewSummary | None:
     """Fold the valid repeats' scores of one task and arm (seed-system §8).
 
     A numeric metric is the median (``min`` for blocker recall) over repeats, but ``None`` unless
@@ -526,7 +551,7 @@ def reduce_scores(scores: list[ReviewScore | None]) -> dict[str, float | bool | 
     """
     if not scores or all(s is None for s in scores):
         return None
-    out: dict[str, float | bool | None] = {}
+    out: dict[str, float | bool | int | None] = {"runs": len(scores)}
     complete = all(s is not None for s in scores)
     for key in REDUCED_METRICS:
         vals = [getattr(s, key) for s in scores if s is not None]
@@ -536,5 +561,5 @@ def reduce_scores(scores: list[ReviewScore | None]) -> dict[str, float | bool | 
         red = min(vals) if key == "blocker_recall" else statistics.median(vals)
         out[key] = round(float(red), 6)
     for key in ("verdict_correct", "clean_control", "clean_pass"):
-        out[key] = all(getattr(s, key) for s in scores) if complete else None  # type: ignore[union-attr]
-    return out
+        out[key] = all(getattr(s, key) for s in scores) if complete else None
+    return ReviewSummary.model_validate(out)

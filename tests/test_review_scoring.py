@@ -522,10 +522,11 @@ def test_reduce_scores_uses_min_for_blocker_recall_and_all_for_flags():
     ]
     red = reduce_scores(scores)
     assert red is not None
-    assert red["blocker_recall"] == 0.0  # min, not median
-    assert red["true_positives"] == 2.0  # median of 2, 1, 2
-    assert red["verdict_correct"] is False  # one wrong verdict poisons the arm
+    assert red.blocker_recall == 0.0  # min, not median
+    assert red.true_positives == 2.0  # median of 2, 1, 2
+    assert red.verdict_correct is False  # one wrong verdict poisons the arm
+    assert red.runs == 3
     # a repeat that could not be scored makes every metric unknown, never 0
     red2 = reduce_scores([scores[0], None])
-    assert red2 is not None and red2["weighted_f1"] is None and red2["verdict_correct"] is None
+    assert red2 is not None and red2.weighted_f1 is None and red2.verdict_correct is None
     assert reduce_scores([]) is None

@@ -117,7 +117,7 @@ def make_adapter(bench: Benchmark, arm: ArmSpec) -> Adapter:
     if isinstance(agent, ClaudeCodeAgent):
         from bench_assets.agents.claude_code import ClaudeCodeAdapter
 
-        return ClaudeCodeAdapter(agent)
+        return ClaudeCodeAdapter(agent, bench.root)
     raise TypeError(f"unknown agent {agent!r}")
 
 
@@ -317,6 +317,7 @@ def run_cell(
             memory_mb=memory,
             readonly_paths=tuple(wt.readonly_paths),
             review_output=review_dir,
+            graph_file=inputs.graph_file,
         )
         t0 = time.monotonic()
         outcome = run_phases(

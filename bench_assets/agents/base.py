@@ -94,7 +94,9 @@ class SessionContext:
     """Review sessions: host folder mounted writable at ``/review-output`` (outside the
     worktree), where the agent writes its review; the worktree is then mounted read-only."""
     extra_mounts: tuple[Mount, ...] = ()
-    """Further mounts the cell adds (e.g. the code graph for a bundled MCP server), read-only."""
+    """Further mounts the cell adds."""
+    graph_file: Path | None = None
+    """Host path of the task's sanitized code graph (served by the bundled code-graph server)."""
 
 
 def session_sandbox(

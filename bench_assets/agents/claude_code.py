@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_assets.agents.arm_tools import ArmTools
 from bench_assets.agents.base import (
     SessionContext,
     SessionResult,
@@ -243,13 +244,15 @@ class ClaudeCodeAdapter:
 
     name = "claude-code"
 
-    def __init__(self, spec: ClaudeCodeAgent) -> None:
+    def __init__(self, spec: ClaudeCodeAgent, tasks_root: Path | None = None) -> None:
         """Bind the adapter to one arm's agent configuration.
 
         Args:
             spec: the arm's ``claude-code`` agent settings.
+            tasks_root: the benchmark folder its ``plugin_dirs`` are relative to.
         """
         self._spec = spec
+        self._tools = ArmTools(spec, tasks_root)
         self._lock = threading.Lock()
         self._version: str | None = None
         self._version_probed = False
@@ -269,6 +272,7 @@ class ClaudeCodeAdapter:
             "bundled_skills": False,
             "always_disallowed": list(ALWAYS_DISALLOWED),
             "network": "model-api",
+            **self._tools.identity(),
         }
 
     def _cli_version(self) -> str | None:
@@ -342,7 +346,7 @@ class ClaudeCodeAdapter:
             ctx.model,
             "--strict-mcp-config",
             "--mcp-config",
-            EMPTY_MCP_CONFIG,
+            self._tools.mcp_config() if self._spec.mcp_servers else EMPTY_MCP_CONFIG,
             "--setting-sources",
             SETTING_SOURCES,
             "--permission-mode",
@@ -363,6 +367,8 @@ class ClaudeCodeAdapter:
             args += ["--max-budget-usd", f"{budget:g}"]
         if ctx.effort:
             args += ["--effort", ctx.effort]
+        for dest in self._tools.plugin_dests():
+            args += ["--plugin-dir", dest]
         return args
 
     def expectations(self, ctx: SessionContext) -> Expectations:
@@ -385,6 +391,7 @@ class ClaudeCodeAdapter:
             granted=granted,
             version=self._cli_version(),
             api_key_source="ANTHROPIC_API_KEY" if "ANTHROPIC_API_KEY" in ctx.secrets_env else None,
+            mcp_servers=frozenset(self._spec.mcp_servers),
         )
 
     def _env(
@@ -444,6 +451,10 @@ class ClaudeCodeAdapter:
         want = self.expectations(ctx)
         bypass = self.permission_mode() == "bypassPermissions"
         try:
+            tool_mounts = self._tools.mounts(ctx.graph_file)
+        except ContainmentError as e:
+            return _infra(redactor.text(str(e)), version)
+        try:
             with (
                 tempfile.TemporaryDirectory(prefix="wfbench-mask-") as mask_dir,
                 ModelApiProxy(
@@ -461,7 +472,11 @@ class ClaudeCodeAdapter:
                     sandbox=session_sandbox(
                         ctx,
                         network=False,
-                        extra=(*runtime.mounts, *_settings_masks(ctx.workdir, Path(mask_dir))),
+                        extra=(
+                            *runtime.mounts,
+                            *_settings_masks(ctx.workdir, Path(mask_dir)),
+                            *tool_mounts,
+                        ),
                         model_api=proxy.channel(),
                     ),
                     watch=watch,

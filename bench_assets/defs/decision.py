@@ -30,6 +30,7 @@ from bench_assets.defs.resources import (
 from bench_assets.documents import CellLineage, DecisionDocument, load_cell, load_decision
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
+from bench_assets.gate import review as review_gate
 from bench_assets.hashing import sha256_json, short
 from bench_assets.manifest import TaskManifest
 
@@ -355,6 +356,69 @@ def gate_input(
     )
 
 
+def review_gate_inputs(
+    bench: Benchmark, aggs: list[agg_mod.TaskAggregate], *, aborted: bool
+) -> list[review_gate.ReviewGateInput]:
+    """One review-gate input per review candidate arm, from the aggregates' evidence rows."""
+    out = []
+    for cand in bench.config.candidate_arms():
+        arm = bench.config.arms[cand]
+        if arm.kind != "review":
+            continue
+        inc = arm.pairs_with or ""
+        tasks = [a.task for a in aggs if arm.applies_to(bench.task(a.task).spec)]
+        outcomes = [
+            review_gate.ReviewOutcome(
+                task=a.task,
+                arm=e.arm,
+                run=e.run,
+                error_kind=e.error_kind,  # type: ignore[arg-type]
+                score=e.review,
+                cost_usd=e.cost_usd,
+                record_id=e.record_id,
+                data_version=e.data_version,
+                recorded_at=dt.datetime.fromisoformat(e.recorded_at),
+                reused=e.reused,
+                generation=e.generation,
+            )
+            for a in aggs
+            if a.task in tasks
+            for e in a.evidence
+            if e.arm in (inc, cand)
+        ]
+        out.append(
+            review_gate.ReviewGateInput(
+                policy=bench.config.review_policy,
+                model=bench.config.model,
+                incumbent_arm=inc,
+                candidate_arm=cand,
+                tasks=tasks,
+                outcomes=outcomes,
+                aborted=aborted,
+            )
+        )
+    return out
+
+
+def required_reviews(bench: Benchmark, overlay_files: Path) -> list[str]:
+    """Review candidate arms that exercise a skill the overlay changes (their gate must pass)."""
+    touched = {
+        p.relative_to(overlay_files).parts[0] for p in overlay_files.rglob("*") if p.is_file()
+    }
+    out = []
+    for name in bench.config.candidate_arms():
+        arm = bench.config.arms[name]
+        if arm.kind != "review":
+            continue
+        skills = {
+            getattr(arm.agent, "expected_skill", None),
+            *(p.expected_skill for p in arm.phases),
+        }
+        if touched & {s for s in skills if s}:
+            out.append(name)
+    return out
+
+
 @dg.asset(
     deps=[aggregates, candidate_overlay, incumbent_skills],
     group_name=GROUP,
@@ -381,6 +445,8 @@ def promotion_decision(
     overlay_md = upstream_metadata(context.instance, candidate_overlay.key, None)
     skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)
     overlay_files = Path(str(overlay_md["record_path"])) / "files"
+    review_inputs = review_gate_inputs(b, aggs, aborted=config.aborted)
+    review_decisions = [review_gate.decide_review(ri) for ri in review_inputs]
     evidence = {(a.task, e.cell): e for a in aggs for e in a.evidence}
     doc = DecisionDocument(
         generation=config.generation or None,
@@ -403,15 +469,21 @@ def promotion_decision(
             )
             for (task, _), e in sorted(evidence.items())
         ],
+        review_decisions=review_decisions,
+        review_required=required_reviews(b, overlay_files),
     )
     body = doc.model_dump(mode="json")
     digest = sha256_json(body)
     folder = artifacts.decision(digest)
     atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"))
+    for ri in review_inputs:
+        atomic_write_json(
+            folder / f"review-gate-input.{ri.candidate_arm}.json", ri.model_dump(mode="json")
+        )
     decision_path = atomic_write_json(folder / "decision.json", body)
     entry = ledger_mod.append(
         artifacts.ledger(),
-        decision=decision.decision,
+        decision=doc.verdict,
         decision_json=body,
         generation=doc.generation,
         candidate=doc.candidate,
@@ -432,8 +504,17 @@ def promotion_decision(
             ]
         )
     metadata: dict[str, Any] = {
-        "decision": decision.decision,
+        "decision": doc.verdict,
         "policy": decision.policy_name,
+        "review_decisions": dg.MetadataValue.md(
+            "\n".join(
+                f"- {r.candidate_arm} vs {r.incumbent_arm}: **{r.decision}**"
+                f"{' (required)' if r.candidate_arm in doc.review_required else ''}"
+                for r in review_decisions
+            )
+        )
+        if review_decisions
+        else None,
         "generation": doc.generation,
         "candidate": doc.candidate,
         "overlay_digest": doc.overlay_digest,
@@ -457,7 +538,8 @@ def promotion_decision(
         "ledger_hash": entry.hash,
         "digest": digest,
     }
-    unusable = agg_mod.unusable_incumbent(aggs, [inp.incumbent_arm])
+    incumbents = [inp.incumbent_arm, *(ri.incumbent_arm for ri in review_inputs)]
+    unusable = agg_mod.unusable_incumbent(aggs, incumbents)
     if unusable:
         context.add_output_metadata(metadata)
         raise IntegrityError(

@@ -11,6 +11,7 @@ from bench_assets.models import ArmSpec
 from bench_assets.store import ArtifactStore
 from tests.conftest import add_task, make_bench
 from tests.test_cells import cell
+from tests.test_claude_code_real import claude_cli  # noqa: F401
 
 LABELS = {
     "schema_version": 1,
@@ -200,3 +201,58 @@ def test_labels_that_do_not_parse_fail_validation_before_any_cell(tmp_path: Path
     (d / "oracle" / "labels.json").write_text('{"schema_version": 1, "findings": [{"id": 1}]}')
     with pytest.raises(ValidationFailed, match=r"review\.labels.*exactly the keys"):
         load_benchmark(root)
+
+
+@pytest.mark.slow
+def test_real_cli_writes_its_review_outside_the_read_only_worktree(
+    tmp_path: Path,
+    claude_cli: Path,  # noqa: F811
+) -> None:
+    """The real CLI in a review session: the review lands in /review-output; edits are refused."""
+    from bench_assets.agents.base import SessionContext
+    from bench_assets.agents.claude_code import ClaudeCodeAdapter
+    from bench_assets.models import ClaudeCodeAgent
+    from bench_assets.review_cells import grade_review, new_output_dir
+    from tests.mock_anthropic import MockMessagesAPI, steps, tool_use
+    from tests.test_claude_code_real import KEY, MODEL, _workdir
+
+    work = _workdir(tmp_path)
+    out = new_output_dir(tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    read = tool_use("toolu_r", "Read", {"file_path": "/workspace/calc/__init__.py"})
+    tamper = tool_use(
+        "toolu_t", "Write", {"file_path": "/workspace/calc/__init__.py", "content": "pwned\n"}
+    )
+    review = dict(PERFECT, findings=[dict(FINDING, path="calc/__init__.py", line=2, end_line=2)])
+    write = tool_use(
+        "toolu_w",
+        "Write",
+        {"file_path": "/review-output/review-output.json", "content": json.dumps(review)},
+    )
+    agent = ClaudeCodeAgent(
+        adapter="claude-code", executable=str(claude_cli), env=["ANTHROPIC_API_KEY"]
+    )
+    with MockMessagesAPI(steps(read, tamper, write)) as api:
+        arm = agent.model_copy(update={"api_base_url": api.url})
+        ctx = SessionContext(
+            task_id="rev",
+            arm="review",
+            run=0,
+            prompt="Review the change.",
+            model=MODEL,
+            effort=None,
+            workdir=work,
+            scratch=scratch,
+            timeout_s=180.0,
+            secrets_env={"ANTHROPIC_API_KEY": KEY},
+            review_output=out,
+        )
+        res = ClaudeCodeAdapter(arm).run(ctx)
+    assert res.ok, res.error_detail
+    assert (work / "calc" / "__init__.py").read_text() == "def add(a, b):\n    return a - b\n"
+    labels = json.dumps(
+        dict(LABELS, findings=[dict(LABELS["findings"][0], line_start=2, line_end=2)])
+    ).encode()
+    graded = grade_review(out, labels)
+    assert graded.valid and graded.score is not None and graded.score.oracle_passed

@@ -256,3 +256,21 @@ def test_real_cli_writes_its_review_outside_the_read_only_worktree(
     ).encode()
     graded = grade_review(out, labels)
     assert graded.valid and graded.score is not None and graded.score.oracle_passed
+
+
+def test_aggregates_plan_only_the_arms_that_apply_to_a_task(tmp_path: Path) -> None:
+    from bench_assets.defs.decision import applicable_cells
+
+    root = make_bench(tmp_path / "tasks")
+    d = add_task(root, "rev", oracle={"files": ["labels.json"]}, review={"labels": "labels.json"})
+    (d / "oracle" / "labels.json").write_text(json.dumps(LABELS))
+    cfg = (root / "bench.yaml").read_text()
+    (root / "bench.yaml").write_text(
+        cfg
+        + "  review:\n    agent: {adapter: replay, predictions: replays/w.jsonl}\n"
+        + "    skills: incumbent\n    kind: review\n"
+    )
+    b = load_benchmark(root)
+    planned = [("comparator_cells", f"{a}.r0") for a in ("baseline", "workflow", "review")]
+    assert [c for _, c in applicable_cells(b, "rev", planned)] == ["review.r0"]
+    assert [c for _, c in applicable_cells(b, "alpha", planned)] == ["baseline.r0", "workflow.r0"]

@@ -164,3 +164,47 @@ def test_outcome_order_never_changes_the_decision() -> None:
         shuffled = outs[:]
         rng.shuffle(shuffled)
         assert decide(shuffled, ["c1", "d1"]) == base == "promote"
+
+
+def test_an_overlay_of_the_review_skill_needs_the_review_decision_too(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from bench_assets.catalog import load_benchmark
+    from bench_assets.defs.decision import required_reviews
+    from bench_assets.documents import DecisionDocument
+    from tests.conftest import make_bench
+
+    root = make_bench(tmp_path / "tasks")
+    cfg = (root / "bench.yaml").read_text()
+    (root / "bench.yaml").write_text(
+        cfg
+        + "  review:\n    agent: {adapter: replay, predictions: replays/w.jsonl}\n"
+        + "    skills: incumbent\n    kind: review\n"
+        + "  candidate_review:\n    agent: {adapter: replay, predictions: replays/w.jsonl}\n"
+        + "    skills: candidate\n    kind: review\n    role: candidate\n"
+        + "    pairs_with: review\n    phases: [{name: review, expected_skill: review}]\n"
+    )
+    bench = load_benchmark(root)
+    work_overlay = tmp_path / "ov1"
+    (work_overlay / "work").mkdir(parents=True)
+    (work_overlay / "work" / "SKILL.md").write_text("x")
+    review_overlay = tmp_path / "ov2"
+    (review_overlay / "review").mkdir(parents=True)
+    (review_overlay / "review" / "SKILL.md").write_text("x")
+    assert required_reviews(bench, work_overlay) == []
+    assert required_reviews(bench, review_overlay) == ["candidate_review"]
+
+    def doc(primary: str, review: str, required: list[str]) -> DecisionDocument:
+        return DecisionDocument.model_construct(
+            decision=SimpleNamespace(decision=primary),
+            review_decisions=[SimpleNamespace(candidate_arm="candidate_review", decision=review)],
+            review_required=required,
+        )
+
+    assert doc("promote", "keep_incumbent", []).verdict == "promote"  # not its skill
+    assert doc("promote", "keep_incumbent", ["candidate_review"]).verdict == "keep_incumbent"
+    assert doc("promote", "insufficient_evidence", ["candidate_review"]).verdict == (
+        "insufficient_evidence"
+    )
+    assert doc("promote", "promote", ["candidate_review"]).verdict == "promote"
+    assert doc("keep_incumbent", "promote", ["candidate_review"]).verdict == "keep_incumbent"

@@ -25,6 +25,9 @@
 * **verify✓oracle✗** counts valid runs whose visible ``verify`` passed while the hidden oracle ran
   and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal). A
   run whose oracle was unavailable did not fail the oracle and is not counted.
+* **review metrics** (review arms only, ``review``): each score field folded over the valid runs
+  by :func:`bench_assets.review_scoring.reduce_scores` — median, ``min`` for blocker recall,
+  ``all()`` for the verdict and clean-control flags, unknown unless every valid run has a value.
 * **health** (as the original harness defined it) looks only at fresh attempts. A fresh attempt is
   *admissible* when it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the
   skill under test was never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh

@@ -247,7 +247,11 @@ class TaskResources(_Strict):
 
 
 class ReviewSpec(_Strict):
-    """Review tasks: the agent writes a JSON review (``output``), graded against hidden labels."""
+    """Review tasks: the agent writes a JSON review (``output``), graded against hidden labels.
+
+    Only ``kind: review`` arms run on a review task; ``verify`` and the oracle command are not
+    run for them — grading is the label scoring of ``bench_assets/review_scoring.py``.
+    """
 
     labels: str
     """Name of the labels file among ``oracle.files``."""

@@ -290,6 +290,9 @@ def run_cell(
             memory_mb=memory,
             import_paths=list(task.spec.import_paths),
         )
+        # A phase's declared document (the plan) is the skill's output, not the task's work:
+        # like the skills and the graph it stays out of the patch, the churn and no-work checks.
+        wt.excluded_paths.extend(p.artifact for p in arm.phases if p.artifact)
         timings["prepare_s"] = time.monotonic() - t0
         if wt.setup_result is not None:
             timings["setup_s"] = wt.setup_result.duration_s

@@ -81,8 +81,9 @@ def test_a_two_phase_cell_records_both_phases_and_sums_them(
     assert rec.cost_usd == 0.75 and rec.turns == 7
     assert rec.input_tokens == 300 and rec.output_tokens == 30
     assert rec.total_tokens == 336
-    # The plan document is the skill's output, not a fix: it is in the patch like any file.
-    assert rec.patch is not None and "docs/plans/p1.md" in Path(rec.patch.path).read_text()
+    # The plan document is the skill's output, not the fix: out of the patch and the churn.
+    assert rec.patch is not None and "docs/plans" not in Path(rec.patch.path).read_text()
+    assert rec.churn_files == 1
 
 
 def test_a_missing_plan_document_fails_the_cell_with_its_own_kind(
@@ -96,6 +97,19 @@ def test_a_missing_plan_document_fails_the_cell_with_its_own_kind(
     assert "phase plan" in rec.error_detail and "found 0" in rec.error_detail
     assert rec.cost_usd == 0.25  # what the plan session spent is still charged
     assert not rec.oracle_passed and rec.oracle_run is None  # tests were not run
+
+
+def test_a_plan_without_any_work_is_no_work_produced(
+    bench: Benchmark, store: ArtifactStore, tmp_path: Path
+) -> None:
+    # The work phase changes nothing: the plan document alone is not work.
+    arm = two_phase_arm("ok")
+    argv = list(arm.agent.argv)  # type: ignore[union-attr]
+    argv[2] = argv[2].replace("pathlib.Path('calc/__init__.py').write_text(FIX)", "pass")
+    lazy = arm.model_copy(update={"agent": arm.agent.model_copy(update={"argv": argv})})
+    rec = cell(bench, store, lazy)
+    assert rec.error_kind in (ErrorKind.VERIFY_FAILED, ErrorKind.ORACLE_FAILED)
+    assert rec.churn_files == 0 and not rec.resolved
 
 
 def test_two_plan_documents_are_not_one(bench: Benchmark, store: ArtifactStore) -> None:

@@ -239,3 +239,29 @@ def test_sum_usage_keeps_unknown_unknown() -> None:
     b = Usage(cost_usd=None, turns=2, input_tokens=2)
     s = sum_usage([a, b])
     assert s.cost_usd is None and s.turns == 3 and s.input_tokens == 3 and s.output_tokens is None
+
+
+def test_an_unknown_cost_cell_of_a_phased_arm_counts_every_phase_budget(tmp_path: Path) -> None:
+    from bench_assets.driver.evolve import _session_budget
+
+    agent = {"adapter": "claude-code", "max_budget_usd": 2.0}
+    root = make_bench(
+        tmp_path / "tasks",
+        arms={
+            "two": {
+                "agent": agent,
+                "skills": "none",
+                "phases": [{"name": "plan", "max_budget_usd": 0.5}, {"name": "work"}],
+            },
+            "one": {"agent": agent, "skills": "none"},
+            "open": {
+                "agent": {"adapter": "claude-code"},
+                "skills": "none",
+                "phases": [{"name": "plan", "max_budget_usd": 0.5}, {"name": "work"}],
+            },
+        },
+    )
+    bench = load_benchmark(root)
+    assert _session_budget(bench, "two.r0") == 2.5  # plan's own cap + the agent's for work
+    assert _session_budget(bench, "one.r0") == 2.0
+    assert _session_budget(bench, "open.r0") is None  # one uncapped phase: unbounded

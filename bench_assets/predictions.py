@@ -12,8 +12,9 @@ it is written by its producer:
   ``metadata.llm_config.model``, the cost ``metrics.accumulated_cost``.
 
 In every format ``model_patch: null`` or a missing patch is an empty patch (graded as no work),
-``model_name_or_path`` is optional and recorded in the cell record as the producer, ``run`` and
-``usage`` are wfbench's own optional fields, and every other field is kept as metadata (never an
+``model_name_or_path`` is optional and recorded in the cell record as the producer, ``run``,
+``usage``, ``phases`` (per phase of a multi-session arm: its patch and usage) and ``review_output``
+(for a review arm: the text written to the review output file) are wfbench's own optional fields, and every other field is kept as metadata (never an
 error). Several runs of one instance come either from ``run`` or from repeated instance ids, which
 take the next free run number in file order. Errors name the file, the line (or key, or list
 index) and the field.
@@ -32,7 +33,24 @@ MAX_METADATA_BYTES = 16_384
 """Metadata beyond this (serialized) is dropped field by field, largest first, and the dropped
 names listed under ``_dropped``: producers put whole trajectories there (``history``)."""
 
-OWN_FIELDS = ("instance_id", "model_patch", "model_name_or_path", "run", "usage")
+OWN_FIELDS = (
+    "instance_id",
+    "model_patch",
+    "model_name_or_path",
+    "run",
+    "usage",
+    "phases",
+    "review_output",
+)
+
+
+class PhasePrediction(BaseModel):
+    """What one phase of a multi-session arm recorded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model_patch: str = ""
+    usage: Usage = Field(default_factory=Usage)
 
 
 class Prediction(BaseModel):
@@ -45,6 +63,11 @@ class Prediction(BaseModel):
     model_name_or_path: str | None = None
     run: int = Field(default=0, ge=0)
     usage: Usage = Field(default_factory=Usage)
+    phases: dict[str, PhasePrediction] | None = None
+    """For an arm with phases: each phase's patch and usage (``model_patch`` is then unused)."""
+    review_output: str | None = None
+    """For a review arm: the text the agent wrote to ``/review-output/review-output.json``
+    (absent: it wrote nothing)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """The producer's other fields (bounded, see :data:`MAX_METADATA_BYTES`)."""
 

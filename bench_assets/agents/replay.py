@@ -2,8 +2,9 @@
 
 Prediction files are in any common producer format (:mod:`bench_assets.predictions`: SWE-bench
 JSONL, a JSON list, a ``preds.json`` keyed by instance id, OpenHands ``output.jsonl``), optionally
-extended with ``run`` and ``usage`` (the recorded tokens, cost, turns and duration; missing values
-stay unknown). The producer (``model_name_or_path``) is reported to the cell record. The patch is
+extended with ``run``, ``usage`` (the recorded tokens, cost, turns and duration; missing values
+stay unknown), ``phases`` (per phase of a multi-session arm: its patch and usage) and
+``review_output`` (for a review arm: the text written to the review output file). The producer (``model_name_or_path``) is reported to the cell record. The patch is
 applied with ``git apply`` inside the sandbox, so replaying untrusted predictions is as contained
 as a live session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an
 excluded session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
@@ -101,11 +102,26 @@ class ReplayAdapter:
                 error_detail=f"no recorded prediction for {ctx.task_id} run {ctx.run} "
                 f"in {self._source}",
             )
-        transcript = _transcript(p)
+        patch, usage = p.model_patch, p.usage
+        if ctx.phase is not None:
+            phase = (p.phases or {}).get(ctx.phase)
+            if phase is None:
+                return SessionResult(
+                    ok=False,
+                    usage=Usage(),
+                    error_kind=ErrorKind.INFRA_ERROR,
+                    error_detail=f"no recorded prediction for {ctx.task_id} run {ctx.run} "
+                    f"phase {ctx.phase} in {self._source}",
+                )
+            patch, usage = phase.model_patch, phase.usage
+        transcript = _transcript(p, ctx.phase)
         producer = p.model_name_or_path
-        if not p.model_patch.strip():
-            return SessionResult(ok=True, usage=p.usage, transcript=transcript, producer=producer)
-        atomic_write_text(ctx.scratch / "patch.diff", p.model_patch)
+        if ctx.review_output is not None and p.review_output is not None:
+            # The recorded bytes, as the agent wrote them: parsing them is the grader's job.
+            atomic_write_text(ctx.review_output / "review-output.json", p.review_output)
+        if not patch.strip():
+            return SessionResult(ok=True, usage=usage, transcript=transcript, producer=producer)
+        atomic_write_text(ctx.scratch / "patch.diff", patch)
         res = run(
             ["git", "apply", "--whitespace=nowarn", f"{SCRATCH}/patch.diff"],
             isolation=Isolation.SANDBOX,
@@ -116,7 +132,7 @@ class ReplayAdapter:
         if not res.ok:
             return SessionResult(
                 ok=False,
-                usage=p.usage,
+                usage=usage,
                 error_kind=ErrorKind.PATCH_FAILED,
                 error_detail=f"recorded patch does not apply: {res.tail(400)}",
                 transcript=transcript,
@@ -124,11 +140,12 @@ class ReplayAdapter:
                 producer=producer,
             )
         return SessionResult(
-            ok=True, usage=p.usage, transcript=transcript, wall_s=res.duration_s, producer=producer
+            ok=True, usage=usage, transcript=transcript, wall_s=res.duration_s, producer=producer
         )
 
 
-def _transcript(p: Prediction) -> bytes:
-    """What the replay stores as its transcript: the producer, run and the producer's metadata."""
-    doc = {"replayed": p.model_name_or_path, "run": p.run, "metadata": p.metadata}
+def _transcript(p: Prediction, phase: str | None) -> bytes:
+    """What the replay stores as its transcript: the producer, run, phase and the producer's
+    metadata."""
+    doc = {"replayed": p.model_name_or_path, "run": p.run, "phase": phase, "metadata": p.metadata}
     return json.dumps(doc, default=str).encode()

@@ -417,7 +417,7 @@ def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: 
         Path(doc.skills_dir),
         Path(doc.overlay_files),
         expected=doc.target_base_digests,
-        decision=doc.decision.decision,
+        decision=doc.verdict,
         ledger=ArtifactStore(root).ledger(),
         decision_json=doc.model_dump(mode="json"),
         generation=doc.generation,

@@ -155,6 +155,7 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
         line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
         why = "" if n == 0 else f"  {table[n - 1][-1]}"
         click.echo(f"  {line}{why}")
+    _print_reviews(doc)
     click.echo("\nevidence cells:")
     for e in d.evidence:
         lin = doc.lineage_of(e.task, e.arm, e.run)
@@ -166,6 +167,38 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
             f"{e.generation or '(none)'}, data version {short(e.data_version)}, "
             f"{outcome}{counted}"
         )
+
+
+def _print_reviews(doc: "DecisionDocument") -> None:
+    """The review decisions and their review metrics (review candidate arms only)."""
+    from bench_assets.report import REVIEW_COLUMNS, review_rows
+
+    if not doc.review_decisions:
+        return
+    click.echo(f"\noverall verdict (applied): {doc.verdict}")
+    for rd in doc.review_decisions:
+        required = (
+            " (required: the overlay changes its skill)"
+            if (rd.candidate_arm in doc.review_required)
+            else ""
+        )
+        pol = rd.policy
+        click.echo(
+            f"\nreview decision: {rd.decision} — {rd.candidate_arm} vs {rd.incumbent_arm}{required}"
+        )
+        click.echo(
+            f"review policy: min_runs {pol.min_runs}, min_improvement {pol.min_improvement}, "
+            f"weighted_f1_margin {pol.weighted_f1_margin}, blocker_recall_margin "
+            f"{pol.blocker_recall_margin}, min_cost_improvement {pol.min_cost_improvement}, "
+            f"max_cost_regression {pol.max_cost_regression}"
+        )
+        for reason in rd.reasons:
+            click.echo(f"  - {reason}")
+    rows = [REVIEW_COLUMNS, *review_rows(doc)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    click.echo("\nreview metrics:")
+    for r in rows:
+        click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
 @click.command()

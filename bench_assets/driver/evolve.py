@@ -344,6 +344,9 @@ def _session_budget(bench: Benchmark, cell: str) -> float | None:
     arm, _ = parse_cell_key(cell)
     spec = bench.config.arms.get(arm)
     budget = getattr(spec.agent, "max_budget_usd", None) if spec else None
+    if spec is not None and spec.phases:  # one session per phase, each with its own cap
+        caps = [p.max_budget_usd if p.max_budget_usd is not None else budget for p in spec.phases]
+        return None if any(c is None for c in caps) else float(sum(c for c in caps if c))
     return float(budget) if budget is not None else None
 
 

@@ -188,7 +188,10 @@ def _plan(
     adapters = {arm: make_adapter(bench, bench.config.arms[arm]) for arm in chosen}
     current = {}
     for task, task_inputs in inputs.items():
+        spec = bench.task(task).spec
         for arm in chosen:
+            if not bench.config.arms[arm].applies_to(spec):
+                continue  # review arms run on review tasks only, and the others never there
             for run in range(bench.config.runs):
                 current[(task, arm, run)] = cell_identity(
                     bench, task, arm, run, task_inputs, adapters[arm]
@@ -217,10 +220,11 @@ def stored_input_identities(
 ) -> tuple[dict[str, InputIdentity], dict[str, str]]:
     """Each task's input identity from its input assets' latest materializations, in bulk.
 
-    Reads the metadata of ``task_bindings``, ``oracle_snapshots`` and ``sanitized_graphs`` for
-    every task (a few queries per asset) and each task's binding record (one small file); the
-    incumbent skills and the candidate overlay are digested from their folders, as the
-    generation would snapshot them. Nothing is built and nothing is written.
+    Reads the metadata of ``task_bindings``, ``oracle_snapshots``, ``sanitized_graphs`` and (for a
+    task that declares an environment) ``task_environments`` for every task (a few queries per
+    asset) and each task's binding record (one small file); the incumbent skills and the candidate
+    overlay are digested from their folders, as the generation would snapshot them. Nothing is built
+    and nothing is written.
 
     Returns the identities and, for each task whose stored inputs cannot stand for it now, why:
     never materialized, out of step with each other, or its task file or oracle files changed
@@ -238,8 +242,9 @@ def stored_input_identities(
     out: dict[str, InputIdentity] = {}
     unusable: dict[str, str] = {}
     for task in task_ids:
-        b_md, o_md, g_md = (stored[a].get(task) for a in INPUT_ASSETS)
-        if not (b_md and o_md and g_md):
+        b_md, o_md, g_md, e_md = (stored[a].get(task) for a in INPUT_ASSETS)
+        has_env = bench.task(task).spec.environment is not None
+        if not (b_md and o_md and g_md and (not has_env or (e_md or {}).get("digest"))):
             unusable[task] = "inputs never materialized"
             continue
         try:
@@ -267,6 +272,7 @@ def stored_input_identities(
             sanitized_sha=str(g_md["sanitized_sha"]),
             skills_digest=skills.digest,
             overlay_digest=overlay_digest,
+            environment_digest=str(e_md["digest"]) if has_env and e_md is not None else None,
         )
     return out, unusable
 

@@ -739,6 +739,12 @@ def main() -> None:
     tasks = bench.task_ids()
     comparator, candidate = defs_cells.bench_cell_keys(str(bench.root))
     plan = [(t, c) for t in tasks for c in comparator] + [(t, c) for t in tasks for c in candidate]
+    # review arms run on review tasks only, the others never there (ArmSpec.applies_to)
+    plan = [
+        (t, c)
+        for t, c in plan
+        if bench.config.arms[c.rsplit(".", 1)[0]].applies_to(bench.task(t).spec)
+    ]
     if args.limit is not None:
         if args.limit < 1:
             ap.error("--limit must be >= 1")

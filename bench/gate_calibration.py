@@ -1,28 +1,35 @@
-"""Calibrate the promotion gate on simulated generations (issue 4; rules in bench_assets.gate).
+"""Calibrate the promotion gate: the frontier table of issue 13 (rules in bench_assets.gate).
 
-Each generation is 10 tasks x 3 runs per arm drawn from the issue's noise model: a per-task resolve
-probability uniform in [0.3, 0.95] (or [0.95, 1]), identical for both arms unless the scenario says
-otherwise, and a per-run metric lognormal with sigma 0.3 around a per-task mean (the per-task means
-themselves spread lognormally). Every generation goes through the real :func:`decide` for each
-policy, and the script prints side by side:
+One run decides simulated generations under ``strict``, ``paired_v1`` and ``paired`` (gate v2,
+the default) side by side. The worlds come from ``bench/gate_sim.py``, which imports nothing from
+the gate; this script only turns its numbers into :class:`GateInput` and plays the planner:
 
-* false promotion under identical arms (target <= 5 %),
-* power for a truly 20 % cheaper candidate (target >= 80 % for ``paired``),
-* how often a true resolve-rate regression on one task (candidate p = 0.1 there, otherwise the
-  20 % cheaper candidate) blocks promotion, next to the same candidate without the regression,
-* a sensitivity sweep of the paired policy (non-inferiority level, margin, design size).
+* ``strict`` / ``paired_v1`` — the generation as before issue 13: 3 candidate runs per task, the
+  comparator's 3 runs per task reused (the drift applies) except one fresh canary cell, no retry of
+  an excluded cell.
+* ``paired`` — 3 candidate runs per task at the first look, then ``top_up_runs`` more per task
+  while the gate answers ``next_action = top_up`` (at most ``max_looks`` looks); the comparator's
+  3 planned runs per task with ``CANARIES_PER_TASK`` paid fresh and the rest reused, plus
+  ``POOLED_RUNS`` earlier-generation runs per task from the pooled history; every excluded cell is
+  re-paid up to ``retries`` times before the gate looks.
 
-``strict_seed`` is ``strict`` with the original harness's CLI thresholds (20 % task cap, 100 %
-failed-task cap), to compare with the issue's simulation of the original rules (0 % and 21 %).
+Scenarios (10 tasks; ``_hi`` = p in [0.95, 1], otherwise [0.3, 0.95]): ``aa`` identical arms,
+``cheaper20`` a 20 % cost cut, ``worse10_cheaper20`` 20 % cheaper but 10 points worse on every
+task, ``regress1`` 20 % cheaper with one task at p = 0.1, ``drift5``/``drift10`` identical arms
+with the reused comparator evidence 5 %/10 % dearer, ``infra1`` = ``cheaper20`` with 1 % of cells
+failing, ``hetero20`` per-task effects around 20 %, ``heavytail20`` t3 run noise.
 
-Run: ``.venv/bin/python bench/gate_calibration.py [--generations N] [--json]``.
+``--ni-check`` adds the level of the v2 resolve bound alone at a true drop equal to the margin
+(5 to 100 tasks, ties included): the share declared non-inferior must stay ≤ 1 − level.
+
+Run: ``python bench/gate_calibration.py [--generations N] [--json] [--ni-check]``. With
+``--json`` it prints one object ``{"rows": [...]}``, one row per (policy, scenario).
 """
 
 import argparse
 import dataclasses
 import datetime as dt
 import json
-import math
 import os
 import sys
 import time
@@ -33,324 +40,282 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from gate_sim import SCENARIOS, Cells, Scenario, World  # noqa: E402
 
 from bench_assets.errorkinds import ErrorKind  # noqa: E402
 from bench_assets.gate import GateInput, RunOutcome, decide  # noqa: E402
 from bench_assets.models import PolicyConfig  # noqa: E402
 
 NOW = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
-RECORDED = NOW - dt.timedelta(days=1)
-RUN_SIGMA = 0.3
-TASK_MEAN_LOG = math.log(0.7)
-TASK_SPREAD = 0.5
-REGRESSED_P = 0.1
-CHUNK = 125
-RESOLVE_RULES = {"hard_regression", "noninferiority", "resolve_regression", "oracle_floor"}
-
+FRESH_AT = NOW - dt.timedelta(hours=1)
+OLD_AT = NOW - dt.timedelta(days=20)
+RUNS = 3
+CANARIES_PER_TASK = 1
+POOLED_RUNS = 9
+CHUNK = 100
 POLICIES: dict[str, PolicyConfig] = {
-    "paired": PolicyConfig(name="paired"),
     "strict": PolicyConfig(name="strict"),
-    "strict_seed": PolicyConfig(
-        name="strict", efficiency_regression_cap=0.20, ungated_spend_cap=2.0
-    ),
+    "paired_v1": PolicyConfig(name="paired_v1"),
+    "paired": PolicyConfig(name="paired"),
 }
 
 
-@dataclasses.dataclass(frozen=True)
-class Scenario:
-    """One simulated world."""
-
-    name: str
-    question: str
-    p_low: float
-    p_high: float
-    cost_multiplier: float
-    regress_one_task: bool
-    tasks: int = 10
-    runs: int = 3
-
-
-SCENARIOS = {
-    s.name: s
-    for s in (
-        Scenario("identical", "false promotion", 0.3, 0.95, 1.0, False),
-        Scenario("identical_hi", "false promotion", 0.95, 1.0, 1.0, False),
-        Scenario("cheaper20", "power", 0.3, 0.95, 0.8, False),
-        Scenario("cheaper20_hi", "power", 0.95, 1.0, 0.8, False),
-        Scenario("regress1", "regression on 1 task", 0.3, 0.95, 0.8, True),
-        Scenario("regress1_hi", "regression on 1 task", 0.95, 1.0, 0.8, True),
-    )
-}
-
-
-@dataclasses.dataclass(frozen=True)
-class Job:
-    """A slice of generations of one scenario, each decided under several policies."""
-
-    scenario: Scenario
-    policies: tuple[tuple[str, PolicyConfig], ...]
-    seed: int
-    first: int
-    count: int
-
-
-@dataclasses.dataclass(frozen=True)
-class Result:
-    """Shares of generations by decision."""
-
-    label: str
-    scenario: str
-    generations: int
-    promote: float
-    keep_incumbent: float
-    insufficient_evidence: float
-    resolve_rule_fired: float
-    """A resolve-rate rule said keep or was inconclusive."""
-
-
-def simulate(scenario: Scenario, policy: PolicyConfig, seed: int, generation: int) -> GateInput:
-    """One generation's outcomes, deterministic in (seed, scenario, generation)."""
-    key = [seed, sum(map(ord, scenario.name)), scenario.tasks, scenario.runs, generation]
-    rng = np.random.default_rng(key)
-    p = rng.uniform(scenario.p_low, scenario.p_high, size=scenario.tasks)
-    task_mean = rng.normal(TASK_MEAN_LOG, TASK_SPREAD, size=scenario.tasks)
-    task_ids = [f"t{i:02d}" for i in range(scenario.tasks)]
-    outcomes: list[RunOutcome] = []
-    for arm, multiplier in (("incumbent", 1.0), ("candidate", scenario.cost_multiplier)):
-        arm_p = p.copy()
-        if arm == "candidate" and scenario.regress_one_task:
-            arm_p[0] = REGRESSED_P
-        resolved = rng.random((scenario.tasks, scenario.runs)) < arm_p[:, None]
-        noise = rng.standard_normal((scenario.tasks, scenario.runs))
-        metric = multiplier * np.exp(task_mean[:, None] + RUN_SIGMA * noise)
-        for t, task in enumerate(task_ids):
-            for r in range(scenario.runs):
-                ok = bool(resolved[t, r])
-                outcomes.append(
-                    RunOutcome(
-                        task=task,
-                        arm=arm,
-                        run=r,
-                        resolved=ok,
-                        error_kind=None if ok else ErrorKind.ORACLE_FAILED,
-                        metric=float(metric[t, r]),
-                        reused=False,
-                        generation=f"sim-{generation}",
-                        record_id=f"{task}-{arm}-{r}",
-                        data_version=f"{task}-{arm}-{r}-{generation}",
-                        recorded_at=RECORDED,
-                    )
+def _outcomes(
+    task_ids: list[str], arm: str, cells: Cells, *, first_run: int, old: bool, pooled: bool
+) -> list[RunOutcome]:
+    rows = []
+    for t, task in enumerate(task_ids):
+        for r in range(cells.resolved.shape[1]):
+            infra = bool(cells.infra[t, r])
+            ok = bool(cells.resolved[t, r]) and not infra
+            kind = ErrorKind.INFRA_ERROR if infra else None if ok else ErrorKind.ORACLE_FAILED
+            run = first_run + r
+            rows.append(
+                RunOutcome(
+                    task=task,
+                    arm=arm,
+                    run=run,
+                    resolved=ok,
+                    error_kind=kind,
+                    metric=None if infra else float(cells.metric[t, r]),
+                    reused=old and not pooled,
+                    pooled=pooled,
+                    generation="sim-old" if old else "sim",
+                    record_id=f"{task}-{arm}-{run}-{'p' if pooled else 'o' if old else 'f'}",
+                    data_version="dv",
+                    recorded_at=OLD_AT if old else FRESH_AT,
                 )
+            )
+    return rows
+
+
+def _concat(a: Cells, b: Cells) -> Cells:
+    return Cells(
+        resolved=np.concatenate([a.resolved, b.resolved], axis=1),
+        metric=np.concatenate([a.metric, b.metric], axis=1),
+        infra=np.concatenate([a.infra, b.infra], axis=1),
+    )
+
+
+def _input(
+    policy: PolicyConfig, task_ids: list[str], outcomes: list[RunOutcome], **extra: object
+) -> GateInput:
     return GateInput(
         policy=policy,
         model="sim-model",
-        incumbent_arm="incumbent",
+        incumbent_arm="comparator",
         candidate_arm="candidate",
         tasks=task_ids,
         outcomes=outcomes,
         aborted=False,
         now=NOW,
         max_age_days=90,
+        **extra,  # type: ignore[arg-type]
     )
 
 
-def run_job(job: Job) -> dict[str, list[int]]:
-    """Decide every generation of a job; counts per policy label.
+def play_v1(world: World, policy: PolicyConfig) -> tuple[str, int, int]:
+    """strict / paired_v1: one look, reused comparator, one canary, no retries."""
+    ids = [f"t{i:02d}" for i in range(world.s.tasks)]
+    cand = world.draw("candidate", RUNS)
+    old = world.draw("comparator", RUNS, old=True)
+    canary = world.draw("comparator", 1)
+    old.resolved[0, 0], old.metric[0, 0], old.infra[0, 0] = (
+        canary.resolved[0, 0],
+        canary.metric[0, 0],
+        canary.infra[0, 0],
+    )
+    outs = _outcomes(ids, "candidate", cand, first_run=0, old=False, pooled=False)
+    outs += _outcomes(ids, "comparator", old, first_run=0, old=True, pooled=False)
+    d = decide(_input(policy, ids, outs))
+    return d.decision, cand.resolved.size, 1
 
-    The counts are promote, keep_incumbent, insufficient_evidence and resolve-rule-fired.
-    """
-    counts = {label: [0, 0, 0, 0] for label, _ in job.policies}
-    order = {"promote": 0, "keep_incumbent": 1, "insufficient_evidence": 2}
+
+def play_v2(world: World, policy: PolicyConfig) -> tuple[str, int, int]:
+    """paired v2: sequential candidate runs, canaries + reused + pooled comparator, retries."""
+    ids = [f"t{i:02d}" for i in range(world.s.tasks)]
+    fresh = world.draw("comparator", CANARIES_PER_TASK)
+    comp_paid = fresh.resolved.size + world.redraw("comparator", fresh, policy.retries)
+    reused = world.draw("comparator", RUNS - CANARIES_PER_TASK, old=True)
+    pool = world.draw("comparator", POOLED_RUNS, old=True)
+    comp = _outcomes(ids, "comparator", fresh, first_run=0, old=False, pooled=False)
+    comp += _outcomes(
+        ids, "comparator", reused, first_run=CANARIES_PER_TASK, old=True, pooled=False
+    )
+    comp += _outcomes(ids, "comparator", pool, first_run=RUNS, old=True, pooled=True)
+    cand = world.draw("candidate", RUNS)
+    cand_paid = cand.resolved.size + world.redraw("candidate", cand, policy.retries)
+    look, prior = 1, []
+    while True:
+        outs = comp + _outcomes(ids, "candidate", cand, first_run=0, old=False, pooled=False)
+        d = decide(
+            _input(
+                policy,
+                ids,
+                outs,
+                planned_runs={"candidate": cand.resolved.shape[1], "comparator": RUNS},
+                look=look,
+                prior_looks=prior,
+            )
+        )
+        if d.next_action != "top_up":
+            return d.decision, cand_paid, comp_paid
+        assert d.paired_v2 is not None
+        prior = d.paired_v2.looks
+        more = world.draw("candidate", policy.top_up_runs)
+        cand_paid += more.resolved.size + world.redraw("candidate", more, policy.retries)
+        cand = _concat(cand, more)
+        look += 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A slice of generations of one scenario under one policy."""
+
+    policy: str
+    config: PolicyConfig
+    scenario: Scenario
+    seed: int
+    first: int
+    count: int
+
+
+def run_job(job: Job) -> tuple[int, int, int, int]:
+    """Promotions, candidate cells, comparator cells and generations of one job."""
+    play = play_v2 if job.config.name == "paired" else play_v1
+    promoted = cand = comp = 0
     for g in range(job.first, job.first + job.count):
-        inp = simulate(job.scenario, job.policies[0][1], job.seed, g)
-        for label, policy in job.policies:
-            d = decide(inp.model_copy(update={"policy": policy}))
-            counts[label][order[d.decision]] += 1
-            if any(
-                f.rule in RESOLVE_RULES and f.effect in ("keep", "inconclusive") for f in d.findings
-            ):
-                counts[label][3] += 1
-    return counts
+        decision, c, k = play(World(job.scenario, job.seed, g), job.config)
+        promoted += decision == "promote"
+        cand += c
+        comp += k
+    return promoted, cand, comp, job.count
 
 
-def split(
-    scenario: Scenario, policies: list[tuple[str, PolicyConfig]], seed: int, n: int
-) -> list[Job]:
-    """Jobs of at most CHUNK generations, so that workers stay evenly busy."""
-    return [
-        Job(scenario, tuple(policies), seed, first, min(CHUNK, n - first))
-        for first in range(0, n, CHUNK)
-    ]
-
-
-def sensitivity_jobs(seed: int, n: int) -> list[Job]:
-    """The paired policy under other settings and designs."""
-    levels = [
-        (f"ni level {v:.2f}", PolicyConfig(name="paired", noninferiority_confidence=v))
-        for v in (0.95, 0.90, 0.85)
-    ]
-    margins = [
-        (f"margin {m:.2f}", PolicyConfig(name="paired", resolve_margin=m)) for m in (0.20, 0.30)
-    ]
-    jobs: list[Job] = []
-    for name in ("identical_hi", "cheaper20_hi", "regress1_hi"):
-        jobs += split(SCENARIOS[name], levels, seed, n)
-    for name in ("identical", "cheaper20", "regress1"):
-        jobs += split(SCENARIOS[name], levels[2:] + margins, seed, n)
-    for tasks, runs in ((20, 5), (40, 5)):
-        for name in ("identical", "cheaper20", "regress1"):
-            scenario = dataclasses.replace(SCENARIOS[name], tasks=tasks, runs=runs)
-            jobs += split(scenario, [(f"{tasks} tasks x {runs} runs", POLICIES["paired"])], seed, n)
-    return jobs
-
-
-def collect(jobs: list[Job], counts: list[dict[str, list[int]]]) -> list[Result]:
-    """Sum the job counts into one result per (policy label, scenario)."""
-    total: dict[tuple[str, str], list[int]] = {}
-    for job, c in zip(jobs, counts, strict=True):
-        for label, values in c.items():
-            acc = total.setdefault((label, job.scenario.name), [0, 0, 0, 0, 0])
-            for i, v in enumerate(values):
-                acc[i] += v
-            acc[4] += job.count
-    return [
-        Result(
-            label=label,
-            scenario=scenario,
-            generations=v[4],
-            promote=v[0] / v[4],
-            keep_incumbent=v[1] / v[4],
-            insufficient_evidence=v[2] / v[4],
-            resolve_rule_fired=v[3] / v[4],
-        )
-        for (label, scenario), v in total.items()
-    ]
-
-
-def _se(rate: float, n: int) -> float:
-    return math.sqrt(rate * (1 - rate) / n)
-
-
-def _targets(by: dict[tuple[str, str], Result], n: int) -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    for name, question, goal in (
-        ("identical", "false promotion", "<= 5%"),
-        ("identical_hi", "false promotion", "<= 5%"),
-        ("cheaper20", "power", ">= 80%"),
-        ("cheaper20_hi", "power", ">= 80%"),
-    ):
-        value = by[("paired", name)].promote
-        se = _se(value, n)
-        gap = value - 0.05 if goal == "<= 5%" else 0.80 - value
-        # A rule sitting exactly at its nominal rate lands on either side of the target by chance;
-        # say so rather than flip between "met" and "missed" with the seed.
-        verdict = "met" if gap <= 0 else "within MC error" if gap <= 2 * se else "MISSED"
-        out.append(
-            {
-                "target": f"paired {question} ({name}) {goal}",
-                "value": value,
-                "mc_se": se,
-                "verdict": verdict,
-            }
-        )
-    return out
-
-
-def _print_table(title: str, results: list[Result], columns: list[str], field: str) -> None:
-    labels = list(dict.fromkeys(r.label for r in results))
-    cell = {(r.label, r.scenario): r for r in results}
-    print(title)
-    print(f"  {'':<20}" + "".join(f"{c:>14}" for c in columns))
-    for label in labels:
-        values = []
-        for c in columns:
-            r = cell.get((label, c))
-            values.append(f"{getattr(r, field):>14.1%}" if r else f"{'-':>14}")
-        print(f"  {label:<20}" + "".join(values))
+def ni_check_job(args: tuple[int, str, int, int, int]) -> tuple[int, str, int, int, int]:
+    """Share of generations whose v2 resolve bound says non-inferior at a true drop = margin."""
+    tasks, prange, comp_runs, n, seed = args
+    policy = PolicyConfig(name="paired", max_looks=1)
+    lo, hi = (0.3, 0.95) if prange == "lo" else (0.95, 1.0)
+    rng = np.random.default_rng([seed, tasks, comp_runs, len(prange)])
+    ids = [f"t{i:03d}" for i in range(tasks)]
+    hits = 0
+    for _ in range(n):
+        p = rng.uniform(lo, hi, size=tasks)
+        pc = np.clip(p - policy.v2_resolve_margin, 0, 1)
+        outs = []
+        for arm, probs, runs in (("comparator", p, comp_runs), ("candidate", pc, RUNS)):
+            res = rng.random((tasks, runs)) < probs[:, None]
+            cost = np.exp(rng.normal(0, 0.3, size=(tasks, runs)))
+            for t, task in enumerate(ids):
+                for r in range(runs):
+                    ok = bool(res[t, r])
+                    outs.append(
+                        RunOutcome(
+                            task=task,
+                            arm=arm,
+                            run=r,
+                            resolved=ok,
+                            error_kind=None if ok else ErrorKind.ORACLE_FAILED,
+                            metric=float(cost[t, r]),
+                            reused=False,
+                            generation="sim",
+                            record_id=f"{task}{arm}{r}",
+                            data_version="dv",
+                            recorded_at=FRESH_AT,
+                        )
+                    )
+        d = decide(_input(policy, ids, outs))
+        assert d.paired_v2 is not None
+        resolve = d.paired_v2.resolve
+        hits += resolve is not None and resolve.verdict == "non_inferior"
+    return tasks, prange, comp_runs, hits, n
 
 
 def main() -> None:
     """Entry point."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--generations", type=int, default=1000)
+    parser.add_argument("--generations", type=int, default=1000, help="Monte-Carlo size")
     parser.add_argument("--seed", type=int, default=20260110)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
-    parser.add_argument("--no-sensitivity", action="store_true", help="skip the sweep")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--json", action="store_true", help='print {"rows": [...]} only')
+    parser.add_argument("--ni-check", action="store_true", help="also check the NI bound level")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a field of the paired (v2) policy, e.g. --set v2_resolve_margin=0.15",
+    )
     args = parser.parse_args()
+    if args.set:
+        fields = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+        POLICIES["paired"] = PolicyConfig.model_validate(
+            {**POLICIES["paired"].model_dump(), **fields, "name": "paired"}
+        )
     if args.generations < 1:
         parser.error("--generations must be at least 1")
-
-    started = time.perf_counter()
     n = args.generations
-    main_jobs = [
-        job for s in SCENARIOS.values() for job in split(s, list(POLICIES.items()), args.seed, n)
+    started = time.perf_counter()
+    jobs = [
+        Job(pol, POLICIES[pol], SCENARIOS[s], args.seed, first, min(CHUNK, n - first))
+        for pol in args.policies.split(",")
+        for s in args.scenarios.split(",")
+        for first in range(0, n, CHUNK)
     ]
-    # The sweep is context for the chosen defaults, not a target: a quarter of the generations.
-    sweep_n = max(1, n // 4)
-    sweep_jobs = [] if args.no_sensitivity else sensitivity_jobs(args.seed, sweep_n)
+    ni_args = [
+        (tasks, pr, comp, max(200, n // 2), args.seed)
+        for tasks in (5, 10, 20, 50, 100)
+        for pr in ("lo", "hi")
+        for comp in (3, 12)
+    ]
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        counts = list(pool.map(run_job, main_jobs + sweep_jobs, chunksize=1))
-    elapsed = time.perf_counter() - started
-    main_results = collect(main_jobs, counts[: len(main_jobs)])
-    sweep_results = collect(sweep_jobs, counts[len(main_jobs) :])
-    by = {(r.label, r.scenario): r for r in main_results}
-    targets = _targets(by, n)
-
-    if args.json:
-        payload = {
-            "generations": n,
-            "seed": args.seed,
-            "seconds": round(elapsed, 1),
-            "policies": {k: v.model_dump(mode="json") for k, v in POLICIES.items()},
-            "results": [dataclasses.asdict(r) for r in main_results],
-            "targets": targets,
-            "sensitivity_generations": sweep_n,
-            "sensitivity": [dataclasses.asdict(r) for r in sweep_results],
+        counts = list(pool.map(run_job, jobs, chunksize=1))
+        ni = list(pool.map(ni_check_job, ni_args, chunksize=1)) if args.ni_check else []
+    total: dict[tuple[str, str], list[int]] = {}
+    for job, c in zip(jobs, counts, strict=True):
+        acc = total.setdefault((job.policy, job.scenario.name), [0, 0, 0, 0])
+        for i, v in enumerate(c):
+            acc[i] += v
+    rows = [
+        {
+            "policy": pol,
+            "scenario": s,
+            "tasks": SCENARIOS[s].tasks,
+            "promote_rate": v[0] / v[3],
+            "mean_candidate_cells": v[1] / v[3],
+            "mean_comparator_cells": v[2] / v[3],
+            "generations": v[3],
         }
-        print(json.dumps(payload, indent=2))
+        for (pol, s), v in total.items()
+    ]
+    if args.json:
+        print(json.dumps({"rows": rows}, indent=1))
         return
-
-    print(f"gate calibration: {n} generations per cell, seed {args.seed}, {elapsed:.1f} s")
-    print(
-        f"noise model: 10 tasks x 3 runs; p ~ U[lo, hi] per task (same for both arms); metric "
-        f"lognormal sigma {RUN_SIGMA} per run\n'_hi' = p in [0.95, 1], otherwise [0.3, 0.95]\n"
-    )
-    labels = list(POLICIES)
-    print("promotion rate")
-    print(f"  {'scenario':<14} {'question':<21}" + "".join(f"{lbl:>13}" for lbl in labels))
-    for s in SCENARIOS.values():
-        cells = "".join(f"{by[(lbl, s.name)].promote:>13.1%}" for lbl in labels)
-        print(f"  {s.name:<14} {s.question:<21}{cells}")
-    print("\nsingle-task regression: share of generations NOT promoted (same candidate w/o it)")
-    for name, clean in (("regress1", "cheaper20"), ("regress1_hi", "cheaper20_hi")):
-        cells = "".join(
-            f"{1 - by[(lbl, name)].promote:>7.1%} ({1 - by[(lbl, clean)].promote:>4.0%})"
-            for lbl in labels
-        )
-        print(f"  {name:<14} {'blocked':<21}{cells}")
-    print("\npaired decisions: promote / keep_incumbent / insufficient_evidence | resolve rule")
-    for s in SCENARIOS.values():
-        r = by[("paired", s.name)]
-        print(
-            f"  {s.name:<14} {r.promote:>7.1%} {r.keep_incumbent:>7.1%} "
-            f"{r.insufficient_evidence:>7.1%} | {r.resolve_rule_fired:>6.1%}"
-        )
-    print("\ntargets")
-    for t in targets:
-        value, se = t["value"], t["mc_se"]
-        assert isinstance(value, float) and isinstance(se, float)
-        print(f"  {t['target']:<44} {value:>6.1%} (MC se {se:.1%})  {t['verdict']}")
-    if sweep_results:
-        print()
-        columns = list(dict.fromkeys(r.scenario for r in sweep_results))
-        _print_table(
-            f"sensitivity of paired: promotion rate ({sweep_n} generations each; larger designs "
-            "keep the scenario names)",
-            sweep_results,
-            columns,
-            "promote",
-        )
+    elapsed = time.perf_counter() - started
+    print(f"gate calibration: {n} generations per cell, seed {args.seed}, {elapsed:.0f} s")
+    pols = list(dict.fromkeys(r["policy"] for r in rows))
+    print(f"  {'scenario':<18}" + "".join(f"{p:>26}" for p in pols))
+    print(f"  {'':<18}" + "".join(f"{'promote  cand  comp':>26}" for _ in pols))
+    by = {(r["policy"], r["scenario"]): r for r in rows}
+    for s in dict.fromkeys(r["scenario"] for r in rows):
+        cells = ""
+        for p in pols:
+            r = by[(p, s)]
+            cells += (
+                f"{r['promote_rate']:>12.1%} {r['mean_candidate_cells']:>6.1f} "
+                f"{r['mean_comparator_cells']:>6.1f}"
+            )
+        print(f"  {s:<18}{cells}")
+    if ni:
+        level = PolicyConfig(name="paired", max_looks=1).v2_noninferiority_confidence
+        print(f"\nv2 resolve bound at a true drop = margin (nominal ≤ {1 - level:.0%})")
+        for tasks, pr, comp, hits, m in ni:
+            print(f"  {tasks:>3} tasks p {pr:<2} comparator runs {comp:>2}: {hits / m:6.1%}")
 
 
 if __name__ == "__main__":

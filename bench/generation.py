@@ -411,6 +411,7 @@ def bare_generation(bench: Benchmark, candidate: str, scratch: Path, warm_up: bo
         (task, arm, run)
         for task in bench.task_ids()
         for arm in sorted(bench.config.arms)
+        if bench.config.arms[arm].applies_to(bench.task(task).spec)
         for run in range(bench.config.runs)
     ]
 

@@ -5,6 +5,11 @@ and graph, and to copy a worktree from the template; then the same copy for a sy
 repository, side by side with a `git clone` of the same template (the obvious alternative).
 Target: a worktree copy of a 10 MB repo in <= 0.1 s.
 
+Then the task environment (``task_environments``) of a fixture task whose repository is a tiny
+package depending on a small published package: the first build (pip behind the package-index
+proxy, from PyPI) against a reuse by a later generation (content re-verified, no network), and
+their ratio. Skipped, saying so, with --no-environment or when pypi.org is unreachable.
+
 Run: `make bench` or `.venv/bin/python bench/inputs.py [--repeat N]`.
 """
 
@@ -24,8 +29,10 @@ sys.path.insert(0, str(REPO))
 
 from bench_assets import gitrepo, oracle, sanitize  # noqa: E402
 from bench_assets.catalog import load_benchmark  # noqa: E402
+from bench_assets.environments import EnvironmentResult, ensure_environment  # noqa: E402
 from bench_assets.graph import build_graph  # noqa: E402
 from bench_assets.inputs import CapturedOracle, benchmark_paths, bind_task  # noqa: E402
+from bench_assets.models import EnvironmentSpec  # noqa: E402
 from bench_assets.store import ArtifactStore  # noqa: E402
 
 T = TypeVar("T")
@@ -80,6 +87,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--tasks", default=str(REPO / "tasks"))
     ap.add_argument("--repeat", type=int, default=5, help="copies per measurement (median)")
+    ap.add_argument(
+        "--env-requirement",
+        default="text-unidecode==1.3",
+        help="the fixture package's one dependency (default: text-unidecode==1.3)",
+    )
+    ap.add_argument("--no-environment", action="store_true", help="skip the environment timing")
     args = ap.parse_args()
     bench = load_benchmark(Path(args.tasks))
     scratch = Path(tempfile.mkdtemp(prefix="wfbench-bench-"))
@@ -142,10 +155,52 @@ def main() -> None:
         print(f"  copy / clone ratio:                {t_copy / t_clone:.2f}x")
         fs = os.statvfs(scratch)
         print(f"  (filesystem block size {fs.f_bsize}; reflinks apply only on btrfs/xfs)")
+        if not args.no_environment:
+            print()
+            environment_timing(scratch, store, args.env_requirement, args.repeat)
     finally:
         from bench_assets.fsutil import remove_tree
 
         remove_tree(scratch)
+
+
+def environment_timing(scratch: Path, store: ArtifactStore, requirement: str, repeat: int) -> None:
+    """Build a fixture task's environment once, then reuse it ``repeat`` times (module doc)."""
+    import socket
+
+    try:
+        socket.create_connection(("pypi.org", 443), timeout=5).close()
+    except OSError:
+        print("task environment: skipped (pypi.org:443 is not reachable)")
+        return
+    repo = scratch / "env-fixture"
+    (repo / "fixture_pkg").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        f'[project]\nname = "fixture-pkg"\nversion = "0.1"\ndependencies = ["{requirement}"]\n'
+    )
+    (repo / "fixture_pkg" / "__init__.py").write_text("")
+    sha = gitrepo.commit_tree_from_dir(repo, store.repo("env-fixture"), "fixture\n")
+    spec = EnvironmentSpec(pyproject=True)
+
+    def ensure() -> EnvironmentResult:
+        return ensure_environment(
+            spec,
+            task_id="env-fixture",
+            repo=store.repo("env-fixture"),
+            resolved_sha=sha,
+            artifacts=store,
+        )
+
+    built, t_build = timed(ensure)
+    reuses = [timed(ensure) for _ in range(repeat)]
+    t_reuse = statistics.median(t for _, t in reuses)
+    same = all(r.record.digest == built.record.digest for r, _ in reuses) and all(
+        r.reused for r, _ in reuses
+    )
+    print(f"task environment ({requirement}; installed {', '.join(built.record.installed)}):")
+    print(f"  first build (pip via the index proxy): {t_build:.3f} s")
+    print(f"  reuse in a later generation (median of {repeat}): {t_reuse:.4f} s")
+    print(f"  build / reuse ratio: {t_build / t_reuse:.0f}x; data version unchanged: {same}")
 
 
 if __name__ == "__main__":

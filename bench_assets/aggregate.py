@@ -25,6 +25,9 @@
 * **verify✓oracle✗** counts valid runs whose visible ``verify`` passed while the hidden oracle ran
   and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal). A
   run whose oracle was unavailable did not fail the oracle and is not counted.
+* **review metrics** (review arms only, ``review``): each score field folded over the valid runs
+  by :func:`bench_assets.review_scoring.reduce_scores` — median, ``min`` for blocker recall,
+  ``all()`` for the verdict and clean-control flags, unknown unless every valid run has a value.
 * **health** (as the original harness defined it) looks only at fresh attempts. A fresh attempt is
   *admissible* when it is neither excluded nor ``skill-not-invoked`` (an evidence failure: the
   skill under test was never exercised). ``UNKNOWN``: no fresh attempt; ``UNUSABLE``: fresh
@@ -52,6 +55,7 @@ from bench_assets.cellkeys import parse_cell_key
 from bench_assets.errorkinds import ErrorKind, is_excluded, is_health_failure
 from bench_assets.errors import EvidenceError
 from bench_assets.records import CellRecord
+from bench_assets.review_scoring import ReviewScore, ReviewSummary, reduce_scores
 
 SCHEMA_VERSION = 1
 OUTSIDE_GENERATIONS = "outside any generation"
@@ -159,6 +163,8 @@ class CellEvidence(BaseModel):
     total_tokens: int | None
     turns: int | None
     duration_s: float
+    review: ReviewScore | None = None
+    """Review arms: the run's score against the hidden labels (None: not scored)."""
 
 
 class ArmHealth(BaseModel):
@@ -263,6 +269,9 @@ class ArmAggregate(BaseModel):
     reused_from_generations: list[str]
     """Sorted distinct generations the reused evidence was paid for in."""
     health: ArmHealth
+    review: ReviewSummary | None = None
+    """Review arms: the review metrics folded over valid runs (see
+    :func:`bench_assets.review_scoring.reduce_scores`); None on other arms."""
 
 
 class TaskAggregate(BaseModel):
@@ -469,6 +478,7 @@ def aggregate_task(
             health=ArmHealth.from_counts(
                 count("fresh"), count("admissible"), (str(x) for x in failed_kinds)
             ),
+            review=_review_summary([it.record for it in items if it.record.arm == arm]),
             **median_values,
         )
 
@@ -481,6 +491,13 @@ def aggregate_task(
         arms=arms,
         evidence=[_evidence(it) for it in items],
     )
+
+
+def _review_summary(records: list[CellRecord]) -> ReviewSummary | None:
+    """Review metrics over the valid runs of a review arm (records that carry a review verdict)."""
+    if not any(r.review_evidence_valid is not None for r in records):
+        return None
+    return reduce_scores([r.review for r in records if not is_excluded(r.error_kind)])
 
 
 def _evidence(item: AggregateInput) -> CellEvidence:
@@ -505,6 +522,7 @@ def _evidence(item: AggregateInput) -> CellEvidence:
         total_tokens=r.total_tokens,
         turns=r.turns,
         duration_s=r.duration_s,
+        review=r.review,
     )
 
 

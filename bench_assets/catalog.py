@@ -245,7 +245,10 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
             f"oracle files total {total} bytes; the limit is {limits.oracle_total_bytes} "
             "(limits.oracle_total_bytes)",
         )
-    _check_expected_tests(c, task)
+    if spec.review is not None:
+        _check_review_labels(c, task)
+    else:
+        _check_expected_tests(c, task)
     repo = task.repo_dir
     if spec.is_inline:
         if not repo.is_dir() or repo.is_symlink():
@@ -281,6 +284,20 @@ def _check_worktree_paths(c: _Collector, task: Task) -> None:
     for i, rel in enumerate(spec.import_paths):
         if not (task.repo_dir / rel).is_dir():
             c.add(task.file, f"import_paths.{i}", f"{rel!r} is not a folder of repo/")
+
+
+def _check_review_labels(c: _Collector, task: Task) -> None:
+    """Review tasks are graded by their labels file: it must parse before any cell is paid."""
+    from bench_assets.review_scoring import ReviewArtifactInvalid, parse_labels
+
+    assert task.spec.review is not None
+    name = task.spec.review.labels
+    if _oracle_file_problem(task.oracle_dir, name)[0] is not None:
+        return  # already reported
+    try:
+        parse_labels((task.oracle_dir / name).read_bytes())
+    except ReviewArtifactInvalid as e:
+        c.add(task.file, "review.labels", f"labels file {name!r}: {e}")
 
 
 def _check_expected_tests(c: _Collector, task: Task) -> None:

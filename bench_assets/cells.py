@@ -28,6 +28,7 @@ from bench_assets.binding import TaskBinding
 from bench_assets.catalog import Benchmark
 from bench_assets.cellkeys import cell_key, identity_digest
 from bench_assets.egress import preflight as egress_preflight
+from bench_assets.environments import EnvironmentRecord
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import WfbenchError
 from bench_assets.fsutil import atomic_write_text, remove_tree
@@ -36,6 +37,7 @@ from bench_assets.graph import GraphInfo
 from bench_assets.models import ArmSpec, ClaudeCodeAgent, CommandAgent, ReplayAgent
 from bench_assets.oracle import OracleSnapshot
 from bench_assets.overlay import OverlaySnapshot
+from bench_assets.phases import PhaseRecord, plan_phases, run_phases
 from bench_assets.records import (
     CellRecord,
     new_record_id,
@@ -44,6 +46,7 @@ from bench_assets.records import (
     write_record,
 )
 from bench_assets.redact import Redactor
+from bench_assets.review_cells import REVIEW_CONTRACT, ReviewGrade, grade_review, new_output_dir
 from bench_assets.runner import PhaseResult
 from bench_assets.sanitize import Template
 from bench_assets.skills import SkillsSnapshot
@@ -71,6 +74,9 @@ class CellInputs:
     skills_dir: Path
     overlay: OverlaySnapshot | None = None
     overlay_dir: Path | None = None
+    environment: EnvironmentRecord | None = None
+    environment_dir: Path | None = None
+    """The task environment (:mod:`bench_assets.environments`), for a task that declares one."""
 
     def identity(self) -> "InputIdentity":
         """The part of these inputs a cell's identity depends on."""
@@ -81,6 +87,7 @@ class CellInputs:
             sanitized_sha=self.template.info.sanitized_sha,
             skills_digest=self.skills.digest,
             overlay_digest=self.overlay.digest if self.overlay is not None else None,
+            environment_digest=self.environment.digest if self.environment is not None else None,
         )
 
 
@@ -99,6 +106,7 @@ class InputIdentity:
     sanitized_sha: str
     skills_digest: str
     overlay_digest: str | None = None
+    environment_digest: str | None = None
 
 
 def _identity_of(inputs: "CellInputs | InputIdentity") -> InputIdentity:
@@ -115,7 +123,7 @@ def make_adapter(bench: Benchmark, arm: ArmSpec) -> Adapter:
     if isinstance(agent, ClaudeCodeAgent):
         from bench_assets.agents.claude_code import ClaudeCodeAdapter
 
-        return ClaudeCodeAdapter(agent)
+        return ClaudeCodeAdapter(agent, bench.root)
     raise TypeError(f"unknown agent {agent!r}")
 
 
@@ -145,10 +153,12 @@ def cell_identity(
     spec = bench.task(task_id).spec
     per_cell = getattr(adapter, "cell_identity", None)
     agent = per_cell(task_id, run) if callable(per_cell) else adapter.identity()
+    # Only a task with an environment has the key, so no other cell's identity changed with it.
+    env = {"environment": ids.environment_digest} if ids.environment_digest is not None else {}
     return {
         "harness_version": __version__,
         "grader": GRADER,
-        "arm": arm.model_dump(mode="json"),
+        "arm": arm_identity(arm),
         "agent": agent,
         "model": bench.config.model,
         "effort": bench.config.effort,
@@ -163,7 +173,30 @@ def cell_identity(
         "sanitized_sha": ids.sanitized_sha,
         "skills": ids.skills_digest if arm.skills != "none" else None,
         "overlay": ids.overlay_digest if arm.skills == "candidate" else None,
+        **env,
     }
+
+
+_NEW_ARM_FIELDS = ("kind", "phases")
+_NEW_AGENT_FIELDS = ("mcp_servers", "plugin_dirs")
+
+
+def arm_identity(arm: ArmSpec) -> dict[str, Any]:
+    """The arm's configuration as identity: every field, phases and tool servers included.
+
+    Fields added after records were first stored (arm ``kind`` and ``phases``, an agent's
+    ``mcp_servers`` and ``plugin_dirs``) are left out while they hold their defaults, so adding
+    them to the format did not make every stored cell unreusable.
+    """
+    body = arm.model_dump(mode="json")
+    for name in _NEW_ARM_FIELDS:
+        if body.get(name) == ArmSpec.model_fields[name].get_default(call_default_factory=True):
+            body.pop(name)
+    agent = body.get("agent", {})
+    for name in _NEW_AGENT_FIELDS:
+        if name in agent and not agent[name]:
+            agent.pop(name)
+    return body
 
 
 _contained = False
@@ -187,6 +220,10 @@ def _skill_layers(arm: ArmSpec, inputs: CellInputs) -> list[Path]:
             raise WfbenchError("candidate arm without a candidate overlay")
         layers.append(inputs.overlay_dir)
     return layers
+
+
+_NO_TESTS = (ErrorKind.PATCH_FAILED, ErrorKind.PHASE_ARTIFACT_MISSING)
+"""Session outcomes after which the tests are not run (nothing meaningful to grade)."""
 
 
 def _error_kind(session: SessionResult | None, grade: Grade | None) -> ErrorKind | None:
@@ -241,6 +278,8 @@ def run_cell(
     memory = task.spec.resources.memory_mb
     timings: dict[str, float] = {}
     session: SessionResult | None = None
+    phase_records: list[PhaseRecord] = []
+    review: ReviewGrade | None = None
     grade: Grade | None = None
     detail = ""
     wt: CellWorktree | None = None
@@ -259,7 +298,11 @@ def run_cell(
             protected=list(task.spec.protected),
             memory_mb=memory,
             import_paths=list(task.spec.import_paths),
+            environment=inputs.environment_dir,
         )
+        # A phase's declared document (the plan) is the skill's output, not the task's work:
+        # like the skills and the graph it stays out of the patch, the churn and no-work checks.
+        wt.excluded_paths.extend(p.artifact for p in arm.phases if p.artifact)
         timings["prepare_s"] = time.monotonic() - t0
         if wt.setup_result is not None:
             timings["setup_s"] = wt.setup_result.duration_s
@@ -267,6 +310,12 @@ def run_cell(
         scratch.mkdir(parents=True)
         expected = getattr(arm.agent, "expected_skill", None)
         secret_names = list(getattr(arm.agent, "env", []) or [])
+        if not arm.applies_to(task.spec):
+            raise WfbenchError(
+                f"arm {arm_name!r} is a {arm.kind} arm and task {task_id!r} is "
+                f"{'a review task' if task.spec.review else 'not a review task'}"
+            )
+        review_dir = new_output_dir(work) if arm.kind == "review" else None
         ctx = SessionContext(
             task_id=task_id,
             arm=arm_name,
@@ -277,29 +326,48 @@ def run_cell(
             workdir=wt.path,
             scratch=scratch,
             timeout_s=timeouts["session_s"],
-            expected_skill=expected if arm.skills != "none" else None,
             secrets_env=_secrets(secret_names),
             memory_mb=memory,
             readonly_paths=tuple(wt.readonly_paths),
+            env_mounts=wt.env_mounts,
+            review_output=review_dir,
+            graph_file=inputs.graph_file,
         )
         t0 = time.monotonic()
-        session = adapter.run(ctx)
+        outcome = run_phases(
+            adapter.run,
+            ctx,
+            plan_phases(arm, default_timeout_s=timeouts["session_s"], agent_skill=expected),
+            task.spec.prompt + (REVIEW_CONTRACT if review_dir is not None else ""),
+            skills_installed=arm.skills != "none",
+        )
+        session, phase_records = outcome.session, outcome.phases
         timings["session_s"] = time.monotonic() - t0
         timings["agent_process_s"] = session.wall_s
         t0 = time.monotonic()
-        grade = grade_cell(
-            wt,
-            verify=task.spec.verify,
-            snapshot=inputs.oracle,
-            payloads=inputs.oracle_payloads,
-            stage_parent=work / "stage",
-            verify_timeout_s=timeouts["verify_s"],
-            oracle_timeout_s=timeouts["oracle_s"],
-            tail_bytes=bench.config.limits.output_tail_bytes,
-            memory_mb=memory,
-            runner_files=task.spec.runner_files,
-            run_tests=session.error_kind is not ErrorKind.PATCH_FAILED,
-        )
+        if review_dir is not None:
+            assert task.spec.review is not None
+            if session.ok:
+                labels = inputs.oracle_payloads.get(task.spec.review.labels)
+                review = grade_review(review_dir, labels)
+            grade = Grade(
+                verify_passed=review is not None and review.valid,
+                oracle_passed=bool(review and review.score and review.score.oracle_passed),
+            )
+        else:
+            grade = grade_cell(
+                wt,
+                verify=task.spec.verify,
+                snapshot=inputs.oracle,
+                payloads=inputs.oracle_payloads,
+                stage_parent=work / "stage",
+                verify_timeout_s=timeouts["verify_s"],
+                oracle_timeout_s=timeouts["oracle_s"],
+                tail_bytes=bench.config.limits.output_tail_bytes,
+                memory_mb=memory,
+                runner_files=task.spec.runner_files,
+                run_tests=session.error_kind not in _NO_TESTS,
+            )
         timings["grade_s"] = time.monotonic() - t0
         timings["verify_s"] = grade.verify_s
         timings["oracle_s"] = grade.oracle_s
@@ -307,7 +375,9 @@ def run_cell(
     except (WfbenchError, OSError) as e:
         detail = f"{type(e).__name__}: {e}"
     kind = _error_kind(session, grade)
-    if session is not None and session.error_detail:
+    if review is not None:
+        kind, detail = review.error_kind, review.detail
+    elif session is not None and session.error_detail:
         detail = session.error_detail
     elif grade is not None and grade.infra_detail and kind is ErrorKind.INFRA_ERROR:
         detail = grade.infra_detail
@@ -332,6 +402,9 @@ def run_cell(
         )
     if session is not None and session.transcript is not None:
         transcript = write_artifact(folder, "transcript.jsonl", redactor.bytes(session.transcript))
+    review_artifact = None
+    if review is not None and review.artifact is not None:
+        review_artifact = write_artifact(folder, "review.json", redactor.bytes(review.artifact))
     try:
         remove_tree(work)
     except OSError as e:
@@ -392,6 +465,11 @@ def run_cell(
         recorded_at=now_iso(),
         ad_hoc=ad_hoc,
         model_usage=usage.by_model,
+        producer=session.producer if session is not None else None,
+        phases=phase_records or None,
+        review=review.score if review is not None else None,
+        review_evidence_valid=review.valid if review is not None else None,
+        review_artifact=review_artifact,
     )
     return record, write_record(folder, record)
 
@@ -461,6 +539,7 @@ def build_cell_inputs(
             known = ", ".join(sorted(bench.candidates)) or "none"
             raise WfbenchError(f"unknown candidate {candidate!r} (queued: {known})")
         ov, ov_dir = overlay_mod.snapshot(cand, bench.skills_dir, skills.digest, artifacts)
+    env = inputs_mod.build_environment(bench, task_id, bound, artifacts)
     return CellInputs(
         binding=bound,
         oracle=captured.snapshot,
@@ -472,4 +551,6 @@ def build_cell_inputs(
         skills_dir=skills_path / "files",
         overlay=ov,
         overlay_dir=ov_dir,
+        environment=env.record if env is not None else None,
+        environment_dir=env.path if env is not None else None,
     )

@@ -25,6 +25,7 @@ from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import InputError, RecordCorrupt
 from bench_assets.fsutil import read_model
 from bench_assets.gate import Decision
+from bench_assets.gate.review import ReviewDecision
 from bench_assets.records import CellRecord, load_record
 
 CELL_MATERIALIZATION_SCHEMA = 1
@@ -184,6 +185,23 @@ class DecisionDocument(_Doc):
     """What ``wfbench apply`` compares against: the incumbent files the overlay replaces."""
     decision: Decision
     lineage: list[CellLineage]
+    review_decisions: list[ReviewDecision] = []
+    """One review-gate decision per review candidate arm (``gate/review.py``)."""
+    review_required: list[str] = []
+    """The review candidate arms whose decision must be ``promote`` too: those exercising a skill
+    the overlay changes (the original required ``candidate_review`` only for a review overlay)."""
+
+    @property
+    def verdict(self) -> str:
+        """What is applied: ``promote`` only when the decision and every required review decision
+        promote; else ``keep_incumbent`` if any of them keeps; else ``insufficient_evidence``."""
+        required = [
+            r.decision for r in self.review_decisions if r.candidate_arm in self.review_required
+        ]
+        all_ = [self.decision.decision, *required]
+        if all(v == "promote" for v in all_):
+            return "promote"
+        return "keep_incumbent" if "keep_incumbent" in all_ else "insufficient_evidence"
 
     def lineage_of(self, task: str, arm: str, run: int) -> CellLineage | None:
         """The lineage of one evidence cell."""

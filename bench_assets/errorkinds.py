@@ -41,6 +41,10 @@ class ErrorKind(enum.StrEnum):
     """The agent used every turn the arm allows (``--max-turns``) without finishing."""
     BUDGET_LIMIT = "budget-limit"
     """The agent spent the arm's per-session budget (``--max-budget-usd``) without finishing."""
+    PHASE_ARTIFACT_MISSING = "phase-artifact-missing"
+    """A phase of a multi-session arm (e.g. ``plan``) did not produce exactly one document
+    matching its declared ``artifact``; later phases did not run. A valid negative: the skill
+    failed to deliver what the arm requires of it."""
 
 
 EXCLUDED = frozenset(

@@ -132,6 +132,10 @@ class CommandError(WfbenchError):
     """A harness-owned command (git, an indexer) failed."""
 
 
+class EnvironmentBuildError(WfbenchError):
+    """A task environment could not be built (the message ends with the build log's tail)."""
+
+
 def error_class(name: str) -> type[WfbenchError] | None:
     """The class of this tree called ``name``, or None when ``name`` is not one of them.
 

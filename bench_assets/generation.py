@@ -42,6 +42,41 @@ def next_candidate(queued: Iterable[str], evaluated: Iterable[str | None]) -> st
     return None
 
 
+def next_candidate_requeue(
+    queued: Iterable[str], outcomes: Iterable[tuple[str | None, str]], requeue: int
+) -> str | None:
+    """The next candidate when ``insufficient_evidence`` keeps a candidate queued (issue 13).
+
+    Args:
+        queued: Queued candidate ids.
+        outcomes: ``(candidate, decision)`` of every past evaluation.
+        requeue: How many more times a candidate whose every decision was
+            ``insufficient_evidence`` is evaluated again.
+
+    Returns:
+        The first never-evaluated candidate (sorted); else the insufficient one evaluated fewest
+        times (then by id) with attempts left; else None. A candidate with any ``promote`` or
+        ``keep_incumbent`` decision is never evaluated again.
+    """
+    attempts: dict[str, int] = {}
+    decided: set[str] = set()
+    for cid, decision in outcomes:
+        if not cid:
+            continue
+        attempts[cid] = attempts.get(cid, 0) + 1
+        if decision != "insufficient_evidence":
+            decided.add(cid)
+    fresh = next_candidate(queued, attempts)
+    if fresh is not None:
+        return fresh
+    again = [
+        (attempts[c], c)
+        for c in queued
+        if c in attempts and c not in decided and attempts[c] <= requeue
+    ]
+    return min(again)[1] if again else None
+
+
 class OutageBreaker:
     """Trips after ``streak`` consecutive systemic failures, counted in submission order."""
 

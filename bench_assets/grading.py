@@ -89,6 +89,8 @@ def run_verify(
         pytest_paths=verify.pytest if isinstance(verify, PytestRun) else None,
         command=None if isinstance(verify, PytestRun) else verify,
         import_paths=wt.import_paths,
+        env_mounts=wt.env_mounts,
+        env_paths=wt.env_paths,
         timeout_s=timeout_s,
         max_output=tail,
         memory_mb=memory_mb,
@@ -131,6 +133,8 @@ def run_oracle(
         pytest_paths=[layout.stage_name] if snapshot.command is None else None,
         command=snapshot.command,
         import_paths=wt.import_paths,
+        env_mounts=wt.env_mounts,
+        env_paths=wt.env_paths,
         timeout_s=timeout_s,
         max_output=1,  # the oracle's output is never kept
         memory_mb=memory_mb,

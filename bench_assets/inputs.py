@@ -1,12 +1,14 @@
-"""Building the per-task input artifacts: binding, oracle snapshot, sanitized template and graph.
+"""Building the per-task input artifacts: binding, oracle snapshot, sanitized template and graph,
+and the task environment.
 
-These are the functions the ``task_bindings``, ``oracle_snapshots`` and ``sanitized_graphs``
-assets call (and the CLI and benchmarks call directly). Each returns a small record whose
-``digest`` is the asset's data version and whose fields become readable metadata.
+These are the functions the ``task_bindings``, ``oracle_snapshots``, ``sanitized_graphs`` and
+``task_environments`` assets call (and the CLI and benchmarks call directly). Each returns a small
+record whose ``digest`` is the asset's data version and whose fields become readable metadata.
 """
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench_assets import binding as binding_mod
 from bench_assets import gitrepo, sanitize
@@ -19,6 +21,9 @@ from bench_assets.graph import GraphInfo, build_graph
 from bench_assets.hashing import sha256_json
 from bench_assets.oracle import OracleSnapshot
 from bench_assets.store import ArtifactStore
+
+if TYPE_CHECKING:
+    from bench_assets.environments import EnvironmentResult
 
 
 @dataclass(frozen=True)
@@ -145,3 +150,32 @@ def stored_input_faults(
 def discard_stored(path: Path) -> None:
     """Remove a corrupted, content-addressed input so its asset builds it again."""
     remove_tree(path)
+
+
+NO_ENVIRONMENT = "no-environment"
+"""The ``task_environments`` data version of a task that declares no environment."""
+
+
+def build_environment(
+    bench: Benchmark, task_id: str, bound: TaskBinding, artifacts: ArtifactStore
+) -> "EnvironmentResult | None":
+    """Reuse or build the task's environment (``task_environments``); None when it has none.
+
+    Raises:
+        EnvironmentBuildError: The build failed (with the build log's tail).
+    """
+    from bench_assets import environments
+
+    task = bench.task(task_id)
+    spec = task.spec.environment
+    if spec is None:
+        return None
+    return environments.ensure_environment(
+        spec,
+        task_id=task_id,
+        repo=binding_mod.source_git_dir(bound, artifacts),
+        resolved_sha=bound.resolved_sha,
+        artifacts=artifacts,
+        timeout_s=float(task.spec.timeouts.setup_s or environments.DEFAULT_BUILD_TIMEOUT_S),
+        memory_mb=task.spec.resources.memory_mb,
+    )

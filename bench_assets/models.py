@@ -249,7 +249,11 @@ class TaskResources(_Strict):
 
 
 class ReviewSpec(_Strict):
-    """Review tasks: the agent writes a JSON review (``output``), graded against hidden labels."""
+    """Review tasks: the agent writes a JSON review (``output``), graded against hidden labels.
+
+    Only ``kind: review`` arms run on a review task; ``verify`` and the oracle command are not
+    run for them — grading is the label scoring of ``bench_assets/review_scoring.py``.
+    """
 
     labels: str
     """Name of the labels file among ``oracle.files``."""
@@ -260,6 +264,45 @@ class ReviewSpec(_Strict):
     @classmethod
     def _check_labels(cls, v: str) -> str:
         return safe_relative_path(v, "review labels file")
+
+
+_REQUIREMENT_RE = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?[ <>=!~.,*0-9A-Za-z+-]*$"
+)
+
+
+def _requirement(value: str) -> str:
+    if not _REQUIREMENT_RE.match(value) or len(value) > 200:
+        raise ValueError(
+            f"requirement {value!r} must be a plain package requirement such as 'idna==3.10' "
+            "(no pip options, URLs, paths or environment markers)"
+        )
+    return value
+
+
+class EnvironmentSpec(_Strict):
+    """Third-party packages a task's code needs, installed once per task (``task_environments``).
+
+    Built from the package index in a sandbox that can reach only that index, stored read-only
+    and mounted into every cell of the task (cells never get that network).
+    """
+
+    requirements: list[Annotated[str, AfterValidator(_requirement)]] = Field(
+        default_factory=list, max_length=200
+    )
+    """Packages to install, e.g. ``[idna==3.10]``."""
+    pyproject: bool = False
+    """Also install the ``[project] dependencies`` of the repository's ``pyproject.toml`` at the
+    pinned commit (read as data, never executed)."""
+    index_url: str = "https://pypi.org/simple"
+    """The package index, the one host (plus its file host) the build can reach."""
+
+    @field_validator("index_url")
+    @classmethod
+    def _check_index(cls, v: str) -> str:
+        if not re.match(r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$", v):
+            raise ValueError(f"index_url {v!r} must be a plain https:// URL")
+        return v
 
 
 class TaskSpec(_Strict):
@@ -298,6 +341,8 @@ class TaskSpec(_Strict):
     timeouts: TaskTimeouts = Field(default_factory=TaskTimeouts)
     resources: TaskResources = Field(default_factory=TaskResources)
     review: ReviewSpec | None = None
+    environment: EnvironmentSpec | None = None
+    """Third-party packages the task needs (see :class:`EnvironmentSpec`); none by default."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
@@ -403,6 +448,39 @@ class CommandAgent(_Strict):
     """Agent CLI version recorded in the cell identity."""
 
 
+MCP_NAME_RE = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+class McpServerSpec(_Strict):
+    """One stdio MCP server of a ``claude-code`` arm: the bundled one, or a command."""
+
+    builtin: Literal["code-graph"] | None = None
+    """``code-graph``: the bundled server answering find-definition, callers, callees and symbol
+    search over the task's sanitized code graph."""
+    command: str | None = None
+    """Absolute path of the server executable on the host (mounted read-only in the sandbox)."""
+    args: list[str] = Field(default_factory=list, max_length=64)
+    env: dict[str, str] = Field(default_factory=dict, max_length=32)
+    """Literal environment of the server (never host values: no credential reaches a server)."""
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> "McpServerSpec":
+        if (self.builtin is None) == (self.command is None):
+            raise ValueError("an MCP server needs exactly one of builtin or command")
+        if self.builtin is not None and (self.args or self.env):
+            raise ValueError("a builtin MCP server takes no args or env")
+        if self.command is not None and not self.command.startswith("/"):
+            raise ValueError(f"MCP server command {self.command!r} must be an absolute path")
+        for name in self.env:
+            if not _ENV_NAME_RE.match(name):
+                raise ValueError(f"MCP server env name {name!r} is not a variable name")
+        for value in [*self.args, *self.env.values()]:
+            if "\x00" in value:
+                raise ValueError("MCP server args and env must not contain NUL")
+        return self
+
+
 class ClaudeCodeAgent(_Strict):
     """The real Claude Code CLI in headless mode (``-p``, stream-json output)."""
 
@@ -425,6 +503,29 @@ class ClaudeCodeAgent(_Strict):
     api_base_url: ApiBaseUrl | None = None
     """The only upstream the egress proxy forwards to (default: ``ANTHROPIC_BASE_URL`` when named
     in ``env``, else the Anthropic API)."""
+    mcp_servers: dict[str, McpServerSpec] = Field(default_factory=dict, max_length=8)
+    """Tool servers this arm's sessions get (stdio, started by the CLI inside the cell's sandbox,
+    never with network). ``{builtin: code-graph}`` is the bundled server over the sanitized code
+    graph; ``{command, args, env}`` runs any server installed on the host (read-only)."""
+    plugin_dirs: list[str] = Field(default_factory=list, max_length=8)
+    """Claude Code plugin folders (relative to ``tasks/``), mounted read-only and passed with
+    ``--plugin-dir``: only the arms that name them see them. Their content is in the identity."""
+
+    @field_validator("mcp_servers")
+    @classmethod
+    def _check_mcp_names(cls, v: dict[str, McpServerSpec]) -> dict[str, McpServerSpec]:
+        for name in v:
+            if not MCP_NAME_RE.match(name):
+                raise ValueError(f"MCP server name {name!r} must match [a-z][a-z0-9_-]{{0,31}}")
+        return v
+
+    @field_validator("plugin_dirs")
+    @classmethod
+    def _check_plugin_dirs(cls, v: list[str]) -> list[str]:
+        out = [safe_relative_path(d, "plugin_dirs entry") for d in v]
+        if len(set(out)) != len(out):
+            raise ValueError("plugin_dirs lists a folder twice")
+        return out
 
     @model_validator(mode="after")
     def _check_skill_tool(self) -> "ClaudeCodeAgent":
@@ -440,6 +541,42 @@ class ClaudeCodeAgent(_Strict):
 AgentSpec = Annotated[ReplayAgent | CommandAgent | ClaudeCodeAgent, Field(discriminator="adapter")]
 
 
+PHASE_PLACEHOLDERS = ("{task}", "{artifact}")
+"""What a phase prompt may name: the task prompt, and the previous phase's artifact path."""
+
+
+class PhaseSpec(_Strict):
+    """One session of a multi-session arm (e.g. ``plan`` then ``work``)."""
+
+    name: str
+    """Slug naming the phase in records and reports."""
+    prompt: str = "{task}"
+    """Template: ``{task}`` is the task prompt, ``{artifact}`` the worktree path of the previous
+    phase's artifact (e.g. the plan document)."""
+    artifact: ProtectedGlob | None = None
+    """Worktree glob of the document this phase must produce, e.g. ``docs/plans/*.md``: exactly
+    one matching file must be new or changed after it, else the cell fails as
+    ``phase-artifact-missing`` and later phases do not run."""
+    expected_skill: str | None = None
+    """Skill that must be proven invoked in this phase (default: the agent's)."""
+    timeout_s: int | None = Field(default=None, gt=0, le=86_400)
+    """Session timeout of this phase (default: the task's / bench's session timeout)."""
+    max_budget_usd: float | None = Field(default=None, gt=0)
+    """Budget of this phase's session (default: the agent's ``max_budget_usd``)."""
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, v: str) -> str:
+        if not ARM_NAME_RE.match(v):
+            raise ValueError(f"phase name {v!r} must match [a-z][a-z0-9_-]{{0,63}}")
+        return v
+
+    @field_validator("prompt")
+    @classmethod
+    def _check_prompt(cls, v: str) -> str:
+        return _nonblank(v, "phase prompt")
+
+
 class ArmSpec(_Strict):
     """One agent configuration under test."""
 
@@ -449,6 +586,32 @@ class ArmSpec(_Strict):
     role: Literal["comparator", "candidate"] = "comparator"
     pairs_with: str | None = None
     """For a candidate arm: the comparator arm (with incumbent skills) it is judged against."""
+    kind: Literal["implementation", "review"] = "implementation"
+    """``implementation`` arms run on tasks without ``review``; ``review`` arms run only on
+    review tasks: the worktree is read-only and the agent writes its JSON review to
+    ``/review-output/review-output.json``, scored against the hidden labels."""
+    phases: list[PhaseSpec] = Field(default_factory=list, max_length=8)
+    """Ordered sessions (default: one session on the task prompt). Each later phase may name the
+    previous phase's artifact in its prompt; usage and outcome are recorded per phase."""
+
+    @model_validator(mode="after")
+    def _check_phases(self) -> "ArmSpec":
+        names = [p.name for p in self.phases]
+        if len(set(names)) != len(names):
+            raise ValueError("phase names must be unique")
+        for i, p in enumerate(self.phases):
+            if "{artifact}" in p.prompt and (i == 0 or self.phases[i - 1].artifact is None):
+                raise ValueError(
+                    f"phase {p.name!r} names {{artifact}} but the phase before it declares no "
+                    "artifact"
+                )
+        if self.kind == "review" and len(self.phases) > 1:
+            raise ValueError("a review arm has one session (at most one phase)")
+        return self
+
+    def applies_to(self, task: "TaskSpec") -> bool:
+        """Whether this arm runs on ``task``: review arms on review tasks, others on the rest."""
+        return (self.kind == "review") == (task.review is not None)
 
     @model_validator(mode="after")
     def _check_role(self) -> "ArmSpec":
@@ -489,7 +652,9 @@ class PolicyConfig(_Strict):
     The README section "Generations, reuse and the gate" describes both policies.
     """
 
-    name: Literal["paired", "strict"] = "paired"
+    name: Literal["paired", "paired_v1", "strict"] = "paired"
+    """``paired`` (gate v2, the default), ``paired_v1`` (the issue-4 rules, kept for comparison)
+    or ``strict`` (the original harness's rules)."""
     metric: Literal["cost_usd", "total_tokens", "duration_s", "turns"] = "cost_usd"
     """The efficiency metric a candidate must improve."""
     min_runs: int = Field(default=3, ge=1)
@@ -517,6 +682,75 @@ class PolicyConfig(_Strict):
     bootstrap_samples: int = Field(default=10_000, ge=100, le=1_000_000)
     seed: int = 20260101
     """Seed of the task-cluster bootstrap: decisions are reproducible."""
+    # -- paired (gate v2) only; see bench_assets/gate/paired2.py and bench/gate_calibration.py
+    v2_noninferiority_confidence: float = Field(default=0.80, gt=0.5, lt=1)
+    """One-sided level of the v2 resolve-rate bound (cluster t with a binomial variance floor);
+    split evenly over the sequential looks."""
+    v2_resolve_margin: float = Field(default=0.12, ge=0, le=1)
+    """Non-inferiority margin of the v2 resolve-rate bound (0.12: the point on the frontier of
+    bench/gate_calibration.py that keeps a 10-points-worse, 20 %-cheaper candidate under 20 %
+    promotion at one look; power for a 20 % cost cut is then ~55 %, see the README)."""
+    v2_confidence: float = Field(default=0.90, gt=0.5, lt=1)
+    """One-sided level of the v2 cost test and hard-regression veto, split evenly over the
+    sequential looks (0.05 per look at two looks)."""
+    min_counted_tasks: int = Field(default=5, ge=2)
+    """Fewer counted tasks than this: insufficient evidence."""
+    drift_tolerance: float = Field(default=0.05, ge=0, lt=1)
+    """Comparator cost drift (reused vs fresh evidence) the cost test absorbs: a candidate must be
+    significantly cheaper than the comparator by more than this (or the estimated drift)."""
+    drift_absorb_sd: float = Field(default=0.5, ge=0)
+    """When the drift estimate less this many standard errors exceeds the tolerance, that value
+    becomes the cost margin (see bench_assets/gate/paired2.py)."""
+    drift_confidence: float = Field(default=0.95, gt=0.5, lt=1)
+    """One-sided level at which estimated drift beyond the tolerance makes evidence insufficient."""
+    max_total_spend_ratio: float | None = Field(default=1.0, gt=0)
+    """Candidate total spend over comparator total spend (sums of per-task mean metric) above
+    this: keep_incumbent; ``None`` reports the ratio without gating on it."""
+    pooled_history: bool = True
+    """Count comparator cells of identical identity from earlier generations as extra runs."""
+    max_pooled_runs: int = Field(default=9, ge=0, le=100)
+    """Most earlier-generation comparator runs pooled per task (newest first)."""
+    max_looks: int = Field(default=1, ge=1, le=5)
+    """Sequential looks at the candidate: before the last, inconclusive evidence asks for top-up
+    runs (``Decision.next_action``). The generation does not buy top-up cells yet, so it decides
+    at the last look (levels stay split over ``max_looks``); the calibration plays the top-ups."""
+    top_up_runs: int = Field(default=2, ge=1, le=20)
+    """Candidate runs per task added before each further look (new ``<arm>.r<k>`` cells)."""
+    futility_t: float = -1.0
+    """At a look before the last, a cost t statistic above this stops for futility."""
+    requeue_insufficient: int = Field(default=2, ge=0, le=10)
+    """A queued candidate whose every decision was insufficient_evidence stays queued and is
+    evaluated again (after every never-evaluated candidate) up to this many more times."""
+    retries: int = Field(default=2, ge=0, le=5)
+    """Re-payments of an excluded (systemic) cell within the generation before deciding."""
+    mutually_unresolved: Literal["count"] = "count"
+    """Preregistered handling of tasks neither arm resolved: ``count`` keeps them in every
+    statistic (dropping them after seeing the outcome would hide a candidate breaking them)."""
+
+
+class ReviewPolicyConfig(_Strict):
+    """The preregistered gate for a review candidate arm against its incumbent review arm.
+
+    ``bench_assets/gate/review.py`` states every rule; in short, per review task: no verdict
+    wrong on any repeat, blocker recall (worst repeat) and weighted F1 (median) not below the
+    incumbent's by more than the margins, and on clean controls no more false positives; then
+    promote only on a quality improvement or a cost improvement, never at a cost regression.
+    """
+
+    min_runs: int = Field(default=3, ge=1)
+    """Valid runs per task and arm below which the review gate cannot decide."""
+    min_improvement: float = Field(default=0.01, ge=0, le=1)
+    """Weighted-F1 gain on a defect task that counts as a quality improvement."""
+    weighted_f1_margin: float = Field(default=0.0, ge=0, le=1)
+    """Non-inferiority margin on each defect task's weighted F1 (0: the original's rule)."""
+    blocker_recall_margin: float = Field(default=0.0, ge=0, le=1)
+    """Non-inferiority margin on each task's blocker recall (0: the original's rule)."""
+    min_cost_improvement: float = Field(default=0.05, ge=0, lt=1)
+    """Geometric-mean cost reduction over the tasks (0.05 = 5 % cheaper) that counts as an
+    improvement when quality is non-inferior."""
+    max_cost_regression: float = Field(default=0.25, ge=0)
+    """Largest geometric-mean cost increase tolerated (0.25 = 25 % dearer) even with better
+    quality."""
 
 
 class ReuseConfig(_Strict):
@@ -653,6 +887,8 @@ class BenchConfig(_Strict):
     arms: dict[str, ArmSpec] = Field(min_length=1)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    review_policy: ReviewPolicyConfig = Field(default_factory=ReviewPolicyConfig)
+    """The gate of review candidate arms (``kind: review``)."""
     reuse: ReuseConfig = Field(default_factory=ReuseConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
@@ -686,6 +922,11 @@ class BenchConfig(_Strict):
                 raise ValueError(
                     f"arms.{name}.pairs_with: {arm.pairs_with!r} must be a comparator arm "
                     "with skills: incumbent"
+                )
+            if partner.kind != arm.kind:
+                raise ValueError(
+                    f"arms.{name}.pairs_with: {arm.pairs_with!r} is a {partner.kind} arm; a "
+                    f"{arm.kind} candidate pairs with a {arm.kind} arm"
                 )
         return self
 

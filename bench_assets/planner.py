@@ -173,15 +173,16 @@ def reuse_verdict(
     canary: bool,
     max_age_days: int,
     now: datetime,
+    digest: str | None = None,
 ) -> Verdict:
     """The one reuse policy: the planner and the cell assets both ask it.
 
     A record is reusable only when it exists, its error kind is reusable (a valid negative such as
     ``oracle-failed`` is; an infra or session error never is), it is younger than
     ``max_age_days`` and it was made for exactly this identity. A reusable comparator cell chosen
-    as a canary is paid anyway.
+    as a canary is paid anyway. ``digest``: ``identity_digest(ident)`` when the caller has it.
     """
-    digest = identity_digest(dict(ident))
+    digest = digest or identity_digest(dict(ident))
     if role == "candidate" and (before is None or before.identity_digest != digest):
         return Verdict(kind="candidate", reason="candidate cell: always paid for a new overlay")
     if before is None:
@@ -225,6 +226,7 @@ def plan_generation(
     for key in sorted(current):
         task, arm, run = key
         before = prior.get(key)
+        digest = identity_digest(dict(current[key]))
         v = reuse_verdict(
             before,
             current[key],
@@ -233,6 +235,7 @@ def plan_generation(
             canary=key in canary_cells,
             max_age_days=max_age_days,
             now=now,
+            digest=digest,
         )
         planned.append(
             PlannedCell(
@@ -247,7 +250,7 @@ def plan_generation(
                 changed=v.changed,
                 prior_generation=before.generation if before else None,
                 prior_run_id=before.run_id if before else None,
-                identity_digest=identity_digest(dict(current[key])),
+                identity_digest=digest,
             )
         )
     return planned

@@ -20,10 +20,13 @@ from bench_assets.errors import RecordCorrupt
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_json, read_model
 from bench_assets.hashing import sha256_bytes, sha256_json
 from bench_assets.hygiene import RunnerFileChange
+from bench_assets.phases import PhaseRecord
+from bench_assets.review_scoring import ReviewScore
 from bench_assets.runner import PhaseResult
 
-SCHEMA_VERSION = 2
-"""2: per-test verify/oracle results and runner-file hygiene (trusted runner)."""
+SCHEMA_VERSION = 3
+"""2: per-test verify/oracle results and runner-file hygiene (trusted runner). 3: per-phase
+outcomes of multi-session arms and the review score of review arms (both optional)."""
 
 
 class Artifact(BaseModel):
@@ -114,6 +117,18 @@ class CellRecord(BaseModel):
     """A `wfbench try` cell: never counted as evidence."""
     model_usage: dict[str, ModelUsage] | None = None
     """Tokens and cost per model (main model, sub-agents), when the agent reports them."""
+    producer: str | None = None
+    """Who produced a replayed patch (the prediction's ``model_name_or_path``); ``model`` is the
+    benchmark's configured model, which a replayed patch need not come from."""
+    phases: list[PhaseRecord] | None = None
+    """Multi-session arms: each phase's usage and outcome, in order (the usage fields above are
+    their sums). None for a one-session arm."""
+    review: ReviewScore | None = None
+    """Review arms: the score of the review against the hidden labels (None: not scored)."""
+    review_evidence_valid: bool | None = None
+    """Review arms: whether the review artifact (and the labels) parsed. None on other arms."""
+    review_artifact: Artifact | None = None
+    """Review arms: the agent's review as written (``review.json``), when it could be read."""
 
     @property
     def data_version(self) -> str:

@@ -104,6 +104,7 @@ def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str
     for reason in d.reasons:
         lines.append(f"- {reason}")
     lines += ["", "## Tasks", "", markdown_table(TASK_COLUMNS, task_rows(d)), ""]
+    lines += review_markdown(doc)
     lines += [
         "",
         "Values are medians over valid runs; `n/a` = unmeasured (never counted as 0).",
@@ -437,3 +438,85 @@ def aggregate_markdown(agg: TaskAggregate) -> str:
     if agg.missing_cells:
         lines += ["", f"Missing cells ({len(agg.missing_cells)}): {', '.join(agg.missing_cells)}"]
     return "\n".join(lines) + "\n"
+
+
+REVIEW_COLUMNS = [
+    "task",
+    "arm",
+    "valid",
+    "TP",
+    "FP",
+    "FN",
+    "precision",
+    "recall",
+    "weighted F1",
+    "blocker recall",
+    "verdicts ok",
+    "clean pass",
+    "median cost $",
+]
+
+
+def _ratio_text(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _flag_text(value: bool | None) -> str:
+    return "n/a" if value is None else ("yes" if value else "no")
+
+
+def review_rows(doc: DecisionDocument) -> list[list[str]]:
+    """Per review task and arm: the folded review metrics (counts 1 dp, ratios 3 dp, n/a)."""
+    rows = []
+    for rd in doc.review_decisions:
+        for t in rd.tasks:
+            for arm, row in ((rd.incumbent_arm, t.incumbent), (rd.candidate_arm, t.candidate)):
+                r = row.review
+                counts = (
+                    ["n/a"] * 3
+                    if r is None
+                    else [
+                        "n/a" if v is None else f"{v:.1f}"
+                        for v in (r.true_positives, r.false_positives, r.false_negatives)
+                    ]
+                )
+                rows.append(
+                    [
+                        t.task + (" (clean)" if t.clean_control else ""),
+                        arm,
+                        f"{row.valid_runs}/{row.runs}",
+                        *counts,
+                        _ratio_text(r.precision if r else None),
+                        _ratio_text(r.recall if r else None),
+                        _ratio_text(r.weighted_f1 if r else None),
+                        _ratio_text(r.blocker_recall if r else None),
+                        _flag_text(r.verdict_correct if r else None),
+                        _flag_text(r.clean_pass if r and t.clean_control else None),
+                        _fmt(row.median_cost_usd),
+                    ]
+                )
+    return rows
+
+
+def review_markdown(doc: DecisionDocument) -> list[str]:
+    """The report's review section: each review decision, its reasons and the quality table."""
+    if not doc.review_decisions:
+        return []
+    lines = ["## Review quality", ""]
+    for rd in doc.review_decisions:
+        required = " (required for this overlay)" if rd.candidate_arm in doc.review_required else ""
+        lines.append(
+            f"**Review decision: `{rd.decision}`** (`{rd.candidate_arm}` vs "
+            f"`{rd.incumbent_arm}`){required}"
+        )
+        lines.append("")
+        lines += [f"- {reason}" for reason in rd.reasons]
+        lines.append("")
+    lines += [markdown_table(REVIEW_COLUMNS, review_rows(doc)), ""]
+    lines.append(
+        "Review metrics are medians over valid repeats (blocker recall: the worst repeat); "
+        "verdicts ok / clean pass: every repeat. Almost every review is `oracle-failed` (only a "
+        "perfect review resolves): the review gate judges these metrics, not resolution."
+    )
+    lines.append("")
+    return lines

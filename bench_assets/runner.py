@@ -33,6 +33,10 @@ harness failure: ``infra_failed`` tells the caller so.
 A custom command (a ``verify`` string, ``oracle.command``) runs under ``/bin/sh -c`` in the same
 sandbox and is graded by its exit status alone; ``{oracle_dir}`` in an oracle command is the
 stage folder.
+
+Why one file over 500 lines: the mounts, the specification sent on stdin, the report's parsing
+and the verdict rules are one protocol with :mod:`bench_assets.pytest_runner`; kept together, a
+change to one side cannot silently disagree with the other.
 """
 
 import hashlib
@@ -431,7 +435,12 @@ class PhaseRun:
 
 
 def _sandbox(
-    layout: Layout, worktree: Path, stage: Path, out: Path, memory_mb: int | None
+    layout: Layout,
+    worktree: Path,
+    stage: Path,
+    out: Path,
+    memory_mb: int | None,
+    env_mounts: tuple[Mount, ...] = (),
 ) -> SandboxSpec:
     return SandboxSpec(
         workspace=worktree,
@@ -441,6 +450,7 @@ def _sandbox(
             Mount(stage, layout.stage_dest),
             Mount(out, layout.out_dest, writable=True),
             Mount(layout.host / "runner", layout.runner_dest),
+            *env_mounts,
         ),
         memory_mb=memory_mb,
     )
@@ -474,15 +484,22 @@ def prepare_phase(
     command: str | None,
     import_paths: Sequence[str],
     memory_mb: int | None,
+    env_mounts: tuple[Mount, ...] = (),
+    env_paths: Sequence[str] = (),
 ) -> PhaseCall:
-    """The process of one phase: the trusted runner on ``pytest_paths``, or ``sh -c command``."""
+    """The process of one phase: the trusted runner on ``pytest_paths``, or ``sh -c command``.
+
+    ``env_mounts`` / ``env_paths``: the task environment, mounted read-only and importable after
+    the task's own import paths (``PYTHONPATH`` for a custom command).
+    """
     stage = layout.oracle_stage if phase == "oracle" else layout.empty_stage
     out = layout.host / f"out-{phase}"
     out.mkdir()
-    spec = _sandbox(layout, worktree, stage, out, memory_mb)
+    spec = _sandbox(layout, worktree, stage, out, memory_mb, env_mounts)
     if command is not None:
         argv = ["/bin/sh", "-c", command.replace(ORACLE_DIR_PLACEHOLDER, layout.stage_dest)]
-        return PhaseCall(argv, sandbox_env(), None, spec, out, None)
+        extra = {"PYTHONPATH": ":".join(env_paths)} if env_paths else None
+        return PhaseCall(argv, sandbox_env(extra), None, spec, out, None)
     nonce = secrets.token_hex(16)
     ini = (
         f"{WORKSPACE}/pytest.ini"
@@ -496,7 +513,7 @@ def prepare_phase(
         "ini": ini,
         "args": [_inside(p) for p in (pytest_paths or ())],
         "id_prefix": f"{layout.stage_name}/" if phase == "oracle" else "",
-        "import_paths": [_inside(p) for p in import_paths],
+        "import_paths": [*(_inside(p) for p in import_paths), *env_paths],
         "stage": layout.stage_dest,
     }
     argv = [sys.executable, "-I", f"{layout.runner_dest}/{RUNNER_NAME}"]
@@ -523,6 +540,8 @@ def run_phase(
     timeout_s: float,
     max_output: int,
     memory_mb: int | None,
+    env_mounts: tuple[Mount, ...] = (),
+    env_paths: Sequence[str] = (),
 ) -> PhaseRun:
     """Run one phase: the trusted runner on ``pytest_paths``, or ``command`` under ``sh -c``."""
     call = prepare_phase(
@@ -533,6 +552,8 @@ def run_phase(
         command=command,
         import_paths=import_paths,
         memory_mb=memory_mb,
+        env_mounts=env_mounts,
+        env_paths=env_paths,
     )
     res = run(
         call.argv,

@@ -26,6 +26,10 @@ read-only at ``/wfbench-egress``. The command is started under a tiny relay
 connection to that socket, and that exports its URL in the named variables (e.g.
 ``ANTHROPIC_BASE_URL``). The proxy forwards only to the configured model API, so the model API is
 the one thing a session can reach.
+
+Why one file over 500 lines: it is the one gateway for processes; the bubblewrap argv, the
+environment allow-list, the timeout and output caps, and the preflight that proves them are read
+together when auditing containment, and a second module would be a second way to start one.
 """
 
 import enum

@@ -9,6 +9,7 @@ Layout (all paths relative to the artifact root)::
     graphs/<digest>/graph.json       sanitized code graphs (+ stats.json), read-only
     skills/<digest>/                 incumbent skill snapshots, read-only
     overlays/<digest>/               candidate overlay snapshots, read-only
+    environments/<key>/              task environments: site-packages/, env.json, build.log (r/o)
     cells/<task>/<cell>/<record>/    cell records and their artifacts
     work/<record>/                   live cell worktrees (removed when the cell ends)
     aggregates/<task>/<digest>.json  per-task aggregates of cell records
@@ -74,6 +75,10 @@ class ArtifactStore:
     def overlay(self, digest: str) -> Path:
         """A candidate-overlay snapshot folder."""
         return self.root / "overlays" / digest
+
+    def environment(self, key: str) -> Path:
+        """A task environment, keyed by its environment spec and base commit."""
+        return self.root / "environments" / key
 
     def cell(self, task_id: str, cell: str, record_id: str) -> Path:
         """Folder holding one cell record (``record.json``) and its artifacts."""

@@ -1,13 +1,14 @@
 """Cell worktrees: a private copy of the sanitized template prepared for one arm.
 
 Preparation copies the template (copy-on-write where the filesystem allows), installs the arm's
-skill tree (none / incumbent / incumbent + candidate overlay) at the configured path and places
-the code graph, both listed in ``.git/info/exclude`` so the agent's ``git status`` starts clean and
+skill tree (none / incumbent / incumbent + candidate overlay) at the configured path and places the
+code graph, both listed in ``.git/info/exclude`` so the agent's ``git status`` starts clean and
 skill files never count as its work, and no commit is added: the history the agent sees is the
-sanitized commit alone. Then the task's ``setup`` runs in the sandbox. The *base* every patch and
-churn figure is measured against is a tree object of that state, written through a private index
-(the agent's own index is untouched); the protected files' contents and the runner files
-(:mod:`bench_assets.hygiene`) at the base are kept so grading can restore them.
+sanitized commit alone. Then the task's ``setup`` runs in the sandbox (with the task environment, if
+the task has one, mounted read-only and on ``PYTHONPATH``; :mod:`bench_assets.environments`). The
+*base* every patch and churn figure is measured against is a tree object of that state, written
+through a private index (the agent's own index is untouched); the protected files' contents and the
+runner files (:mod:`bench_assets.hygiene`) at the base are kept so grading can restore them.
 """
 
 import fnmatch
@@ -17,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_assets import hygiene
+from bench_assets.environments import cell_mounts, env_pythonpath
 from bench_assets.errors import CommandError
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_text, ensure_real_parents
 from bench_assets.gitrepo import git_script_in_sandbox
-from bench_assets.sandbox import ExecResult, Isolation, SandboxSpec, run, sandbox_env
+from bench_assets.sandbox import ExecResult, Isolation, Mount, SandboxSpec, run, sandbox_env
 from bench_assets.sanitize import Template, copy_worktree
 
 
@@ -41,6 +43,10 @@ class CellWorktree:
     """Worktree folders the trusted runner puts on the import path (import roots)."""
     runner_state: dict[str, hygiene.Entry] = field(default_factory=dict)
     """Runner files (conftest.py, runner modules, start-up hooks, …) before the agent ran."""
+    env_mounts: tuple[Mount, ...] = ()
+    """The task environment, mounted read-only in every sandbox of the cell (none by default)."""
+    env_paths: tuple[str, ...] = ()
+    """In-sandbox import paths of the task environment, after the task's own import paths."""
 
 
 def _install_tree(src: Path, dest: Path) -> None:
@@ -77,6 +83,7 @@ def prepare(
     protected: list[str],
     memory_mb: int | None = None,
     import_paths: list[str] | None = None,
+    environment: Path | None = None,
 ) -> CellWorktree:
     """Copy the template to ``dest`` and prepare it for one cell (see module docstring)."""
     copy_worktree(template, dest)
@@ -100,13 +107,16 @@ def prepare(
         lines = "".join(f"/{p}\n" for p in excluded)
         atomic_write_text(exclude_file, previous + "# wfbench: harness-placed files\n" + lines)
     setup_result = None
+    env_mounts, env_paths = cell_mounts(environment)
     if setup:
         setup_result = run(
             ["/bin/sh", "-c", setup],
             isolation=Isolation.SANDBOX,
-            env=sandbox_env(),
+            env=sandbox_env(env_pythonpath(env_paths)),
             timeout_s=setup_timeout_s,
-            sandbox=SandboxSpec(workspace=dest, network=False, memory_mb=memory_mb),
+            sandbox=SandboxSpec(
+                workspace=dest, network=False, memory_mb=memory_mb, mounts=env_mounts
+            ),
         )
         if not setup_result.ok:
             why = "timed out" if setup_result.timed_out else f"exited {setup_result.returncode}"
@@ -118,7 +128,16 @@ def prepare(
         private_index=True,
     )
     base = snapshot.text().strip().splitlines()[-1]
-    wt = CellWorktree(dest, base, excluded, readonly, list(protected), setup_result=setup_result)
+    wt = CellWorktree(
+        dest,
+        base,
+        excluded,
+        readonly,
+        list(protected),
+        setup_result=setup_result,
+        env_mounts=env_mounts,
+        env_paths=env_paths,
+    )
     wt.protected_state = {p: (dest / p).read_bytes() for p in protected_files(dest, protected)}
     wt.import_paths = list(import_paths or ["."])
     wt.runner_state = hygiene.snapshot(dest, wt.import_paths)

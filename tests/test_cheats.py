@@ -36,7 +36,11 @@ from bench_assets.store import ArtifactStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tasks"
-TASK_IDS = sorted(p.parent.name for p in DEMO.glob("*/task.yaml"))
+TASK_IDS = sorted(  # implementation tasks: review tasks run no tests (label scoring only)
+    p.parent.name
+    for p in DEMO.glob("*/task.yaml")
+    if "review" not in yaml.safe_load(p.read_text(encoding="utf-8"))
+)
 
 
 def package_of(task_id: str) -> str:
@@ -327,6 +331,9 @@ def variant(root: Path, mode: str) -> Path:
     shutil.copytree(DEMO, root, ignore=shutil.ignore_patterns("__pycache__"))
     for task_file in root.glob("*/task.yaml"):
         data = yaml.safe_load(task_file.read_text())
+        if "review" in data:  # graded by labels, never by tests: not a target of these cheats
+            shutil.rmtree(task_file.parent)
+            continue
         if mode in ("bare", "legacy"):
             data["runner_files"] = "keep"
         if mode == "bare":

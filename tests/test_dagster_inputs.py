@@ -16,7 +16,7 @@ from bench_assets.driver.instance import materialize_inputs, sync_instance
 from tests.conftest import REPO_ROOT, add_task, make_bench
 from tests.staleness import stale_status
 
-INPUTS = ["task_bindings", "oracle_snapshots", "sanitized_graphs"]
+INPUTS = ["task_bindings", "oracle_snapshots", "sanitized_graphs", "task_environments"]
 
 
 @pytest.fixture
@@ -56,12 +56,14 @@ def test_definitions_hold_the_input_assets_and_sync_sensor() -> None:
         "promotion_decision",
         "sanitized_graphs",
         "task_bindings",
+        "task_environments",
     ]
     cells = defs.resolve_assets_def("comparator_cells").partitions_def
     assert isinstance(cells, dg.MultiPartitionsDefinition)
     cell_dim = next(d for d in cells.partitions_defs if d.name == "cell").partitions_def
     assert cell_dim.get_partition_keys() == [
-        f"{arm}.r{k}" for arm in ("baseline", "workflow") for k in range(3)
+        f"{arm}.r{k}" for arm in ("baseline", "review", "workflow", "workflow_planned")
+        for k in range(3)
     ]
     assert defs.resolve_sensor_def("tasks_sync_sensor") is not None
     graph = defs.resolve_asset_graph()

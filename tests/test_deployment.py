@@ -38,6 +38,7 @@ from bench_assets.catalog import load_benchmark
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.documents import load_cell
 from bench_assets.driver.instance import sync_instance
+from bench_assets.driver.transaction import GEN_TAG
 from tests.conftest import write_yaml
 from tests.pg import PgServer, free_port, pg_server  # noqa: F401  (the session fixture)
 from tests.test_dagster_cells import replay_bench
@@ -278,6 +279,16 @@ def assert_one_at_a_time(
         assert all(r.create_timestamp.timestamp() < spans[0][1] for r in records)
 
 
+def generation_cell_started(instance: dg.DagsterInstance, generation: str) -> Any:
+    """The record of a cell run of ``generation`` that is running now, if any."""
+    for r in instance.get_run_records(
+        dg.RunsFilter(tags={GEN_TAG: generation}, statuses=[dg.DagsterRunStatus.STARTED])
+    ):
+        if "dagster/partition/cell" in r.dagster_run.tags:
+            return r
+    return None
+
+
 def instance_yaml(pg: PgServer, db: str) -> dict[str, Any]:
     """The deployment's dagster.yaml: PostgreSQL storage, the run queue, pools per run."""
     return {
@@ -450,11 +461,30 @@ def test_wfbench_evolve_pays_a_generation_through_the_deployments_queue(
                    SERVER_START_S, dep)  # fmt: skip
         wait_until("the daemon's run queue to heartbeat", lambda: daemon_healthy(gql),
                    SERVER_START_S, dep)  # fmt: skip
-        evolve = subprocess.run(
+        proc = subprocess.Popen(
             [str(BIN / "wfbench"), "evolve", "--tasks", str(root), "--json",
              "--workspace", str(info["workspace"])],
-            env=dep.env, cwd=root.parent, capture_output=True, text=True, timeout=RUNS_S,
+            env=dep.env, cwd=root.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
+        # While a generation cell holds the pool's one slot, a user re-materializes one cell
+        # partition of the same task from the UI: it must wait in the queue for the slot.
+        busy = wait_until(
+            "a generation cell run to start",
+            lambda: generation_cell_started(instance, "g0001") or proc.poll() is not None,
+            RUNS_S,
+            dep,
+        )
+        assert busy is not True, "the generation ended before any of its cells was seen running"
+        ui_key = str(dg.MultiPartitionKey({"task": "alpha", "cell": "workflow.r0"}))
+        ui_run = gql.launch(["comparator_cells"], partition=ui_key)
+        try:
+            out, err = proc.communicate(timeout=RUNS_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            pytest.fail(f"evolve did not finish in {RUNS_S} s: {err[-4000:]}")
+        evolve = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
         assert evolve.returncode == 0, evolve.stderr[-4000:]
         body = json.loads(evolve.stdout)
         assert (body["generation"], body["candidate"]) == ("g0001", "c1"), body
@@ -471,7 +501,14 @@ def test_wfbench_evolve_pays_a_generation_through_the_deployments_queue(
             if dg.AssetKey("task_bindings") in (r.asset_selection or set())
         ]
         assert len(cell_runs) == 3 and len(input_runs) == 1, [r.tags for r in generation]
-        assert_queued_then_started(instance, cell_runs + input_runs)
-        assert_one_at_a_time(instance, cell_runs)
+        assert_queued_then_started(instance, cell_runs + input_runs + [ui_run])
+        wait_for_runs(instance, [ui_run], dep)
+        # The UI's run was queued while a generation cell ran, and started only when the slot
+        # was free: no two agent sessions overlapped, whoever launched them.
+        assert_one_at_a_time(instance, cell_runs + [ui_run])
+        ui = instance.get_run_record_by_id(ui_run)
+        assert busy.start_time is not None and ui.create_timestamp.timestamp() > busy.start_time
+        assert ui.start_time >= instance.get_run_record_by_id(busy.dagster_run.run_id).end_time
+        assert GEN_TAG not in ui.dagster_run.tags, "the UI run is not part of the generation"
         decision = latest_metadata(instance, "promotion_decision", None)
         assert decision["generation"] == "g0001" and decision["decision"] == body["decision"]

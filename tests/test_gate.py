@@ -34,7 +34,8 @@ from bench_assets.models import PolicyConfig
 REPO = Path(__file__).resolve().parent.parent
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 INC, CAND = "workflow", "candidate_workflow"
-PAIRED = PolicyConfig(name="paired")
+PAIRED = PolicyConfig(name="paired_v1")
+"""The issue-4 rules; the v2 default is tested in tests/test_gate_v2.py."""
 STRICT = PolicyConfig(name="strict")
 KINDS = {"Y": None, "N": ErrorKind.ORACLE_FAILED, "S": ErrorKind.SKILL_NOT_INVOKED}
 KINDS_X = {"X": ErrorKind.INFRA_ERROR}
@@ -687,8 +688,8 @@ def test_decision_is_deterministic_and_recomputable(policy: PolicyConfig) -> Non
 def test_decision_json_carries_schema_and_policy() -> None:
     d = decide(gate(world()))
     data = json.loads(d.model_dump_json())
-    assert data["schema_version"] == 1
-    assert data["policy_name"] == "paired"
+    assert data["schema_version"] == 2
+    assert data["policy_name"] == "paired_v1"
     assert data["policy"] == PAIRED.model_dump(mode="json")
     assert data["metric_warning"] is None
     tokens = PAIRED.model_copy(update={"metric": "total_tokens"})
@@ -807,8 +808,8 @@ def test_the_demo_evidence_promotes_under_its_policy() -> None:
     assert policy.name == "paired"
     d = decide(gate(w, policy))
     assert d.decision == "promote", d.reasons
-    assert d.paired is not None and d.paired.resolve is not None
-    assert d.paired.resolve.difference.estimate > 0
+    assert d.paired_v2 is not None and d.paired_v2.resolve is not None
+    assert d.paired_v2.resolve.difference.estimate > 0
     # The original harness's floor would keep the incumbent on the same evidence.
     assert decide(gate(w, policy.model_copy(update={"name": "strict"}))).decision == (
         "keep_incumbent"

@@ -179,6 +179,29 @@ def test_outage_breaker_aborts_the_generation(tmp_path: Path, monkeypatch) -> No
     assert body["decision"] == "insufficient_evidence"
 
 
+@pytest.mark.slow
+# A failing `command` session sometimes leaves a bwrap Popen collected unwaited (seen in
+# test_outage_breaker_aborts_the_generation under load too); not what this test is about.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_systemic_failures_are_retried_within_the_generation(tmp_path: Path) -> None:
+    """Issue 13 (E4): an excluded (systemic) cell is re-paid up to ``policy.retries`` times."""
+    root = replay_bench(tmp_path)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["limits"] = {"outage_streak": 100, "agent_sessions": 1}
+    data["policy"] = {**(data.get("policy") or {}), "retries": 1}
+    data["arms"]["baseline"]["agent"] = {"adapter": "command", "argv": ["sh", "-c", "exit 1"]}
+    write_yaml(root / "bench.yaml", data)
+    with dg.instance_for_test() as instance:
+        result = evolve(
+            str(root), artifact_root=str(tmp_path / "art"), instance=instance, in_process=True
+        )
+    baseline = [c for c in result.cells if c["cell"] == "baseline.r0"]
+    assert len(baseline) == 2, "the failing cell is paid once and retried once, not more"
+    others = [c for c in result.cells if c["cell"] != "baseline.r0"]
+    assert others and all(c["error_kind"] is None or c["cell"] != "baseline.r0" for c in others)
+    assert sum(1 for c in result.cells if c["cell"] == "workflow.r0") == 1, "valid cells: no retry"
+
+
 def test_spend_cap_counts_reported_cost_bounds_unknown_cost_and_trips() -> None:
     from bench_assets.generation import SpendCap
 

@@ -229,3 +229,19 @@ def test_an_excluded_candidate_cell_is_paid_again_never_reused(kind: ErrorKind) 
     assert (cell.action, cell.kind) == ("run", "excluded")
     ok = plan_one(same, prior(same, ErrorKind.ORACLE_FAILED), role="candidate")
     assert (ok.action, ok.kind) == ("reuse", "reusable"), "a valid negative is still reusable"
+
+
+def test_an_insufficient_candidate_stays_queued_behind_fresh_ones() -> None:
+    from bench_assets.generation import next_candidate_requeue
+
+    queue = ["c1", "c2", "c3"]
+    # c1 was insufficient: the never-evaluated c2 goes first, then c1 again.
+    assert next_candidate_requeue(queue, [("c1", "insufficient_evidence")], 2) == "c2"
+    done = [("c1", "insufficient_evidence"), ("c2", "keep_incumbent"), ("c3", "promote")]
+    assert next_candidate_requeue(queue, done, 2) == "c1"
+    # ...at most `requeue` more times; a decided candidate never comes back.
+    thrice = done + [("c1", "insufficient_evidence")] * 2
+    assert next_candidate_requeue(queue, thrice, 2) is None
+    assert next_candidate_requeue(queue, done, 0) is None
+    later = [("c1", "insufficient_evidence"), ("c1", "keep_incumbent"), ("c2", "promote")]
+    assert next_candidate_requeue(queue[:2], later, 5) is None

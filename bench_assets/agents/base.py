@@ -18,6 +18,10 @@ from bench_assets.sandbox import WORKSPACE, ModelApiChannel, Mount, SandboxSpec
 
 SCRATCH = "/wfbench"
 """Where the adapter's private scratch folder is mounted inside the sandbox."""
+REVIEW_OUTPUT_DIR = "/review-output"
+"""Where a review session's writable output folder is mounted (outside ``/workspace``)."""
+REVIEW_OUTPUT_FILE = f"{REVIEW_OUTPUT_DIR}/review-output.json"
+"""The file a review session must write (the review output contract)."""
 
 
 class ModelUsage(BaseModel):
@@ -82,6 +86,24 @@ class SessionContext:
     memory_mb: int | None = None
     readonly_paths: tuple[str, ...] = ()
     """Worktree-relative paths (the evaluated skill files) mounted read-only over the worktree."""
+    phase: str | None = None
+    """The arm's phase this session is (``None`` for a one-session arm)."""
+    max_budget_usd: float | None = None
+    """This session's budget when the phase overrides the agent's ``max_budget_usd``."""
+    review_output: Path | None = None
+    """Review sessions: host folder mounted writable at ``/review-output`` (outside the
+    worktree), where the agent writes its review; the worktree is then mounted read-only."""
+    extra_mounts: tuple[Mount, ...] = ()
+    """Further mounts the cell adds."""
+    graph_file: Path | None = None
+    """Host path of the task's sanitized code graph (served by the bundled code-graph server)."""
+    env_mounts: tuple[Mount, ...] = ()
+    """The task environment (read-only; :mod:`bench_assets.environments`), if the task has one."""
+
+    @property
+    def env_vars(self) -> dict[str, str]:
+        """``PYTHONPATH`` naming the task environment, so the agent's own test runs see it."""
+        return {"PYTHONPATH": ":".join(m.dest for m in self.env_mounts)} if self.env_mounts else {}
 
 
 def session_sandbox(
@@ -93,18 +115,24 @@ def session_sandbox(
 ) -> SandboxSpec:
     """The containment every adapter uses for a session.
 
-    The worktree is writable at ``/workspace``, the scratch folder at ``/wfbench``, the evaluated
-    skill files are read-only, and the network exists only if the agent needs it — or, with
-    ``model_api``, only the model API through the egress proxy.
+    The worktree is writable at ``/workspace`` (read-only for a review session, whose only
+    writable place besides the scratch folder is ``/review-output``), the scratch folder at
+    ``/wfbench``, the evaluated skill files are read-only, and the network exists only if the
+    agent needs it — or, with ``model_api``, only the model API through the egress proxy.
     """
     mounts = [Mount(ctx.scratch, SCRATCH, writable=True)]
+    review = ctx.review_output is not None
     for rel in ctx.readonly_paths:
-        if (ctx.workdir / rel).exists():
+        if (ctx.workdir / rel).exists() and not review:
             mounts.append(Mount(ctx.workdir / rel, f"{WORKSPACE}/{rel}", writable=False))
+    mounts.extend(ctx.env_mounts)
+    if ctx.review_output is not None:
+        mounts.append(Mount(ctx.review_output, REVIEW_OUTPUT_DIR, writable=True))
+    mounts.extend(ctx.extra_mounts)
     mounts.extend(extra)
     return SandboxSpec(
         workspace=ctx.workdir,
-        workspace_writable=True,
+        workspace_writable=not review,
         network=network,
         mounts=tuple(mounts),
         memory_mb=ctx.memory_mb,
@@ -126,6 +154,8 @@ class SessionResult:
     agent_version: str | None = None
     wall_s: float = 0.0
     """Wall time spent in agent subprocesses."""
+    producer: str | None = None
+    """Who produced a replayed patch (a prediction's ``model_name_or_path``), when known."""
 
 
 class Adapter(Protocol):

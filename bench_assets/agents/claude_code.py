@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench_assets.agents.arm_tools import ArmTools
 from bench_assets.agents.base import (
     SessionContext,
     SessionResult,
@@ -243,13 +244,15 @@ class ClaudeCodeAdapter:
 
     name = "claude-code"
 
-    def __init__(self, spec: ClaudeCodeAgent) -> None:
+    def __init__(self, spec: ClaudeCodeAgent, tasks_root: Path | None = None) -> None:
         """Bind the adapter to one arm's agent configuration.
 
         Args:
             spec: the arm's ``claude-code`` agent settings.
+            tasks_root: the benchmark folder its ``plugin_dirs`` are relative to.
         """
         self._spec = spec
+        self._tools = ArmTools(spec, tasks_root)
         self._lock = threading.Lock()
         self._version: str | None = None
         self._version_probed = False
@@ -269,6 +272,7 @@ class ClaudeCodeAdapter:
             "bundled_skills": False,
             "always_disallowed": list(ALWAYS_DISALLOWED),
             "network": "model-api",
+            **self._tools.identity(),
         }
 
     def _cli_version(self) -> str | None:
@@ -323,6 +327,10 @@ class ClaudeCodeAdapter:
         )
         return tuple(b for b in builtins if b)
 
+    def budget(self, ctx: SessionContext) -> float | None:
+        """The session's ``--max-budget-usd``: its phase's, else the agent's."""
+        return ctx.max_budget_usd if ctx.max_budget_usd is not None else self._spec.max_budget_usd
+
     def argv(self, exe: str, ctx: SessionContext) -> list[str]:
         """The CLI arguments for one session (the prompt is not among them: it goes on stdin)."""
         spec = self._spec
@@ -338,7 +346,7 @@ class ClaudeCodeAdapter:
             ctx.model,
             "--strict-mcp-config",
             "--mcp-config",
-            EMPTY_MCP_CONFIG,
+            self._tools.mcp_config() if self._spec.mcp_servers else EMPTY_MCP_CONFIG,
             "--setting-sources",
             SETTING_SOURCES,
             "--permission-mode",
@@ -354,10 +362,13 @@ class ClaudeCodeAdapter:
             args += ["--disallowedTools", tool]
         if spec.max_turns is not None:
             args += ["--max-turns", str(spec.max_turns)]
-        if spec.max_budget_usd is not None:
-            args += ["--max-budget-usd", f"{spec.max_budget_usd:g}"]
+        budget = self.budget(ctx)
+        if budget is not None:
+            args += ["--max-budget-usd", f"{budget:g}"]
         if ctx.effort:
             args += ["--effort", ctx.effort]
+        for dest in self._tools.plugin_dests():
+            args += ["--plugin-dir", dest]
         return args
 
     def expectations(self, ctx: SessionContext) -> Expectations:
@@ -380,6 +391,7 @@ class ClaudeCodeAdapter:
             granted=granted,
             version=self._cli_version(),
             api_key_source="ANTHROPIC_API_KEY" if "ANTHROPIC_API_KEY" in ctx.secrets_env else None,
+            mcp_servers=frozenset(self._spec.mcp_servers),
         )
 
     def _env(
@@ -439,6 +451,10 @@ class ClaudeCodeAdapter:
         want = self.expectations(ctx)
         bypass = self.permission_mode() == "bypassPermissions"
         try:
+            tool_mounts = self._tools.mounts(ctx.graph_file)
+        except ContainmentError as e:
+            return _infra(redactor.text(str(e)), version)
+        try:
             with (
                 tempfile.TemporaryDirectory(prefix="wfbench-mask-") as mask_dir,
                 ModelApiProxy(
@@ -449,14 +465,18 @@ class ClaudeCodeAdapter:
                 res = run(
                     self.argv(str(runtime.exe), ctx),
                     isolation=Isolation.SANDBOX,
-                    env=self._env(runtime, passed, ctx.effort, bypass=bypass),
+                    env=self._env(runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass),
                     timeout_s=ctx.timeout_s,
                     stdin=ctx.prompt.encode("utf-8"),
                     max_output=MAX_TRANSCRIPT_BYTES,
                     sandbox=session_sandbox(
                         ctx,
                         network=False,
-                        extra=(*runtime.mounts, *_settings_masks(ctx.workdir, Path(mask_dir))),
+                        extra=(
+                            *runtime.mounts,
+                            *_settings_masks(ctx.workdir, Path(mask_dir)),
+                            *tool_mounts,
+                        ),
                         model_api=proxy.channel(),
                     ),
                     watch=watch,
@@ -475,7 +495,7 @@ class ClaudeCodeAdapter:
             want,
             timeout_s=ctx.timeout_s,
             max_turns=self._spec.max_turns,
-            max_budget_usd=self._spec.max_budget_usd,
+            max_budget_usd=self.budget(ctx),
             stop_reason=stop,
         )
         if kind in (ErrorKind.INFRA_ERROR, ErrorKind.SESSION_ERROR) and not res.stopped:

@@ -349,6 +349,8 @@ class Expectations:
     """The CLI version recorded in the cell identity (``--version``); init must agree."""
     api_key_source: str | None = None
     """Where the CLI must take its key from (``ANTHROPIC_API_KEY``: the proxy's placeholder)."""
+    mcp_servers: frozenset[str] = frozenset()
+    """The arm's MCP servers: exactly these must be listed in init, none of them failed."""
 
 
 def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
@@ -386,6 +388,20 @@ def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
                 f"tool(s) {', '.join(missing)} requested but unknown to this CLI (it drops "
                 f"unknown names silently); init tools: {', '.join(sorted(present)) or 'none'}"
             )
+    servers = init.get("mcp_servers")
+    listed = {
+        str(x.get("name")): str(x.get("status"))
+        for x in (servers if isinstance(servers, list) else [])
+        if isinstance(x, dict)
+    }
+    if set(listed) != set(want.mcp_servers):
+        return (
+            f"MCP servers in the session are {sorted(listed) or 'none'}, but the arm configures "
+            f"{sorted(want.mcp_servers) or 'none'}"
+        )
+    broken = sorted(f"{n} ({st})" for n, st in listed.items() if st != "connected")
+    if broken:
+        return f"MCP server(s) {', '.join(broken)} did not connect"
     leaked = sorted(t for t in want.disallowed & present)
     if leaked:
         return f"disallowed tool(s) {', '.join(leaked)} are available in the session"

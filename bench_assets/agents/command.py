@@ -49,6 +49,9 @@ class CommandAdapter:
 
     def run(self, ctx: SessionContext) -> SessionResult:
         """Run the agent once in the worktree."""
+        # The scratch folder outlives a session in a multi-session arm: a usage file left by an
+        # earlier phase must never be read as this session's.
+        (ctx.scratch / "usage.json").unlink(missing_ok=True)
         atomic_write_text(ctx.scratch / "prompt.md", ctx.prompt)
         values = {
             "prompt_file": PROMPT_FILE,
@@ -59,6 +62,7 @@ class CommandAdapter:
         argv = [render(a, values) for a in self.spec.argv]
         env = sandbox_env(
             {
+                **ctx.env_vars,
                 **ctx.secrets_env,
                 "WFBENCH_USAGE_FILE": USAGE_FILE,
                 "WFBENCH_PROMPT_FILE": PROMPT_FILE,

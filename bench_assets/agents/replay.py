@@ -1,11 +1,13 @@
 """The ``replay`` adapter: apply a recorded prediction instead of running an agent.
 
-Prediction files are JSONL. Each line is a SWE-bench prediction (``instance_id``, ``model_patch``,
-``model_name_or_path``), optionally extended with ``run`` (default 0) and ``usage`` (the recorded
-tokens, cost, turns and duration; missing values stay unknown). The patch is applied with
-``git apply`` inside the sandbox, so replaying untrusted predictions is as contained as a live
-session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an excluded
-session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
+Prediction files are in any common producer format (:mod:`bench_assets.predictions`: SWE-bench
+JSONL, a JSON list, a ``preds.json`` keyed by instance id, OpenHands ``output.jsonl``), optionally
+extended with ``run``, ``usage`` (the recorded tokens, cost, turns and duration; missing values
+stay unknown), ``phases`` (per phase of a multi-session arm: its patch and usage) and
+``review_output`` (for a review arm: the text written to the review output file). The producer (``model_name_or_path``) is reported to the cell record. The patch is
+applied with ``git apply`` inside the sandbox, so replaying untrusted predictions is as contained
+as a live session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an
+excluded session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
 
 A predictions file is parsed once per process (:func:`cached_predictions`): planning builds an
 adapter per task and arm, and re-reading a file of N tasks for each of them made planning
@@ -20,57 +22,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from bench_assets.agents.base import SCRATCH, SessionContext, SessionResult, Usage, session_sandbox
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import InputError
 from bench_assets.fsutil import atomic_write_text
 from bench_assets.hashing import sha256_json
+from bench_assets.predictions import Prediction, load_predictions
 from bench_assets.sandbox import Isolation, run, sandbox_env
 
-
-class Prediction(BaseModel):
-    """One prediction line."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    instance_id: str
-    model_patch: str
-    model_name_or_path: str
-    run: int = Field(default=0, ge=0)
-    usage: Usage = Field(default_factory=Usage)
-
-
-def load_predictions(path: Path) -> dict[tuple[str, int], Prediction]:
-    """Predictions keyed by (instance id, run); errors name the file and line."""
-    out: dict[tuple[str, int], Prediction] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read predictions: {e}") from e
-    except UnicodeDecodeError as e:
-        bad_line = path.read_bytes()[: e.start].count(b"\n") + 1
-        raise InputError(
-            f"{path}: line {bad_line}: not UTF-8 (byte 0x{e.object[e.start]:02x}); predictions are "
-            "JSON Lines in UTF-8"
-        ) from None
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            p = Prediction.model_validate(json.loads(line))
-        except (json.JSONDecodeError, ValidationError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise InputError(f"{path}: line {n}: invalid prediction: {first}") from None
-        except RecursionError:
-            raise InputError(f"{path}: line {n}: invalid prediction: nested too deeply") from None
-        key = (p.instance_id, p.run)
-        if key in out:
-            raise InputError(f"{path}: line {n}: duplicate prediction for {key[0]} run {key[1]}")
-        out[key] = p
-    return out
-
+__all__ = ["Prediction", "ReplayAdapter", "cached_predictions", "load_predictions"]
 
 _CACHE_SIZE = 16
 _cache: dict[tuple[str, int, int, int], Mapping[tuple[str, int], Prediction]] = {}
@@ -123,7 +83,9 @@ class ReplayAdapter:
     def cell_identity(self, task_id: str, run: int) -> dict[str, object]:
         """Identity of one cell's recorded input: the digest of its prediction line."""
         p = self._predictions.get((task_id, run))
-        return {**self.identity(), "prediction": sha256_json(p.model_dump()) if p else None}
+        # Metadata (the producer's other fields) changes nothing graded, so it is not identity.
+        digest = sha256_json(p.model_dump(exclude={"metadata"})) if p else None
+        return {**self.identity(), "prediction": digest}
 
     def has(self, task_id: str, run: int) -> bool:
         """Whether a prediction exists for the cell."""
@@ -140,10 +102,26 @@ class ReplayAdapter:
                 error_detail=f"no recorded prediction for {ctx.task_id} run {ctx.run} "
                 f"in {self._source}",
             )
-        transcript = json.dumps({"replayed": p.model_name_or_path, "run": p.run}).encode()
-        if not p.model_patch.strip():
-            return SessionResult(ok=True, usage=p.usage, transcript=transcript)
-        atomic_write_text(ctx.scratch / "patch.diff", p.model_patch)
+        patch, usage = p.model_patch, p.usage
+        if ctx.phase is not None:
+            phase = (p.phases or {}).get(ctx.phase)
+            if phase is None:
+                return SessionResult(
+                    ok=False,
+                    usage=Usage(),
+                    error_kind=ErrorKind.INFRA_ERROR,
+                    error_detail=f"no recorded prediction for {ctx.task_id} run {ctx.run} "
+                    f"phase {ctx.phase} in {self._source}",
+                )
+            patch, usage = phase.model_patch, phase.usage
+        transcript = _transcript(p, ctx.phase)
+        producer = p.model_name_or_path
+        if ctx.review_output is not None and p.review_output is not None:
+            # The recorded bytes, as the agent wrote them: parsing them is the grader's job.
+            atomic_write_text(ctx.review_output / "review-output.json", p.review_output)
+        if not patch.strip():
+            return SessionResult(ok=True, usage=usage, transcript=transcript, producer=producer)
+        atomic_write_text(ctx.scratch / "patch.diff", patch)
         res = run(
             ["git", "apply", "--whitespace=nowarn", f"{SCRATCH}/patch.diff"],
             isolation=Isolation.SANDBOX,
@@ -154,10 +132,20 @@ class ReplayAdapter:
         if not res.ok:
             return SessionResult(
                 ok=False,
-                usage=p.usage,
+                usage=usage,
                 error_kind=ErrorKind.PATCH_FAILED,
                 error_detail=f"recorded patch does not apply: {res.tail(400)}",
                 transcript=transcript,
                 wall_s=res.duration_s,
+                producer=producer,
             )
-        return SessionResult(ok=True, usage=p.usage, transcript=transcript, wall_s=res.duration_s)
+        return SessionResult(
+            ok=True, usage=usage, transcript=transcript, wall_s=res.duration_s, producer=producer
+        )
+
+
+def _transcript(p: Prediction, phase: str | None) -> bytes:
+    """What the replay stores as its transcript: the producer, run, phase and the producer's
+    metadata."""
+    doc = {"replayed": p.model_name_or_path, "run": p.run, "phase": phase, "metadata": p.metadata}
+    return json.dumps(doc, default=str).encode()

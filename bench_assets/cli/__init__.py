@@ -1,8 +1,9 @@
 """``wfbench``: the command line, a thin layer over the core and the Dagster instance.
 
 One module per group of commands: :mod:`.tasks` (validate, schema, pin, sync, inputs),
-:mod:`.cells` (cells, grade, try), :mod:`.decision` (decide, explain, report, ledger) and
-:mod:`.generation` (evolve, plan, apply); what they share is in :mod:`.common`. Commands that
+:mod:`.cells` (cells, grade, try), :mod:`.decision` (decide, explain, report, ledger),
+:mod:`.generation` (evolve, plan, apply) and :mod:`.suites` (import swebench, export); what they
+share is in :mod:`.common`. Commands that
 report data take ``--json``. Dagster is imported only when a command that touches the instance
 runs, so importing this package (``wfbench validate``, ``wfbench --help``) stays fast.
 
@@ -20,7 +21,7 @@ from typing import Any
 import click
 
 from bench_assets import __version__
-from bench_assets.cli import cells, decision, generation, tasks
+from bench_assets.cli import cells, decision, generation, suites, tasks
 from bench_assets.cli.common import EXIT_FAILED, exit_code_for, fail
 from bench_assets.errors import ValidationFailed, WfbenchError
 
@@ -107,6 +108,8 @@ for _command in (
     generation.evolve,
     generation.plan,
     generation.apply_cmd,
+    suites.import_group,
+    suites.export,
 ):
     main.add_command(_command)
 

@@ -103,16 +103,28 @@ def cells(
     "--predictions",
     required=True,
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    help="SWE-bench-style JSONL: instance_id, model_patch, model_name_or_path [, run, usage].",
+    help="Predictions in any common format: SWE-bench JSONL, a JSON list, a preds.json keyed by "
+    "instance id, or OpenHands output.jsonl.",
 )
 @tasks_option
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Also write SWE-bench's report (resolved_ids, unresolved_ids, empty_patch_ids, "
+    "error_ids, counts) for the graded predictions to FILE.",
+)
 @json_option("Print one full cell record per line.")
-def grade(predictions: Path, tasks_dir: Path, as_json: bool) -> None:
+def grade(predictions: Path, tasks_dir: Path, report_file: Path | None, as_json: bool) -> None:
     """Grade predicted patches against the tasks, with no agent (like `swebench eval`).
 
-    Each line's instance_id names a task; its patch is applied in a sanitized worktree inside the
-    sandbox, then graded by the task's verify command and hidden oracle. Records are stored as
-    ad-hoc cells (arm "grade"), never counted as evidence.
+    Each prediction's instance_id names a task; its patch is applied in a sanitized worktree
+    inside the sandbox, then graded by the task's verify command and hidden oracle. A null or
+    missing model_patch is an empty patch; model_name_or_path is recorded as the cell's producer;
+    other fields are kept as metadata; repeated ids (or a `run` field) are several runs. Records
+    are stored as ad-hoc cells (arm "grade"), never counted as evidence.
     """
     from bench_assets import sandbox
     from bench_assets.agents.replay import ReplayAdapter, load_predictions
@@ -133,8 +145,10 @@ def grade(predictions: Path, tasks_dir: Path, as_json: bool) -> None:
     )
     inputs_by_task: dict[str, Any] = {}
     rows = []
+    records = []
     for i, ((task_id, run), pred) in enumerate(sorted(preds.items()), 1):
-        progress(f"[{i}/{len(preds)}] {task_id} run {run} ({pred.model_name_or_path})")
+        producer = pred.model_name_or_path or "unknown producer"
+        progress(f"[{i}/{len(preds)}] {task_id} run {run} ({producer})")
         if task_id not in inputs_by_task:
             inputs_by_task[task_id] = build_cell_inputs(bench, task_id, artifacts)
         record, _ = run_cell(
@@ -153,6 +167,14 @@ def grade(predictions: Path, tasks_dir: Path, as_json: bool) -> None:
         if as_json:
             click.echo(record.model_dump_json())
         rows.append(record_row(record))
+        records.append(record)
+    if report_file is not None:
+        from bench_assets.export import swebench_report
+        from bench_assets.fsutil import atomic_write_text
+
+        report_file.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(report_file, json.dumps(swebench_report(records), indent=2) + "\n")
+        progress(f"report: {report_file}")
     if not as_json:
         print_cells(rows)
 

@@ -172,15 +172,18 @@ def print_cells(rows: list[dict[str, Any]], current_generation: str | None = Non
     def num(v: float | None, fmt: str) -> str:
         return "null" if v is None else format(v, fmt)
 
+    # Columns as wide as the longest id, so a long SWE-bench instance id keeps the table aligned.
+    tw = max([22, *(len(str(r["task"])) for r in rows)])
+    aw = max([20, *(len(str(r["arm"])) for r in rows)])
     header = (
-        f"{'task':<22} {'arm':<20} {'run':>3} {'verify':>6} {'oracle':>6} {'resolved':>8} "
+        f"{'task':<{tw}} {'arm':<{aw}} {'run':>3} {'verify':>6} {'oracle':>6} {'resolved':>8} "
         f"{'cost $':>8} {'tokens':>8} {'turns':>5}  {'error kind':<18} {'gen':<6} reused"
     )
     click.echo(header)
     click.echo("-" * len(header))
     for r in rows:
         click.echo(
-            f"{r['task']:<22} {r['arm']:<20} {r['run']:>3} {yn(r['verify']):>6} "
+            f"{r['task']:<{tw}} {r['arm']:<{aw}} {r['run']:>3} {yn(r['verify']):>6} "
             f"{yn(r['oracle']):>6} {yn(r['resolved']):>8} {num(r['cost_usd'], '.4f'):>8} "
             f"{num(r['tokens'], 'd'):>8} {num(r['turns'], 'd'):>5}  "
             f"{r['error_kind'] or '-':<18} {r.get('generation') or '-':<6} "

@@ -142,13 +142,21 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
         f"(skills {short(doc.incumbent_skills_digest)})"
     )
     pol = d.policy
+    v2 = d.policy_name == "paired"
+    margin, level = (
+        (pol.v2_resolve_margin, pol.v2_confidence) if v2 else (pol.resolve_margin, pol.confidence)
+    )
     click.echo(
         f"policy {d.policy_name}: metric {d.metric}, min_runs {pol.min_runs}, "
-        f"min_improvement {pol.min_improvement}, resolve_margin {pol.resolve_margin}, "
-        f"confidence {pol.confidence}, seed {pol.seed}"
+        f"min_improvement {pol.min_improvement}, resolve_margin {margin}, "
+        f"confidence {level}, seed {pol.seed}"
     )
     expires = d.evidence_expires_at.isoformat() if d.evidence_expires_at else "(no evidence)"
     click.echo(f"evidence expires {expires}; decided in run {run_id}")
+    from bench_assets.gate.explain import v2_lines
+
+    for line in v2_lines(d):
+        click.echo(line)
     click.echo("\nreasons:")
     for reason in d.reasons:
         click.echo(f"  - {reason}")
@@ -160,6 +168,7 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
         line = "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))
         why = "" if n == 0 else f"  {table[n - 1][-1]}"
         click.echo(f"  {line}{why}")
+    _print_reviews(doc)
     click.echo("\nevidence cells:")
     for e in d.evidence:
         lin = doc.lineage_of(e.task, e.arm, e.run)
@@ -171,6 +180,38 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
             f"{e.generation or '(none)'}, data version {short(e.data_version)}, "
             f"{outcome}{counted}"
         )
+
+
+def _print_reviews(doc: "DecisionDocument") -> None:
+    """The review decisions and their review metrics (review candidate arms only)."""
+    from bench_assets.report import REVIEW_COLUMNS, review_rows
+
+    if not doc.review_decisions:
+        return
+    click.echo(f"\noverall verdict (applied): {doc.verdict}")
+    for rd in doc.review_decisions:
+        required = (
+            " (required: the overlay changes its skill)"
+            if (rd.candidate_arm in doc.review_required)
+            else ""
+        )
+        pol = rd.policy
+        click.echo(
+            f"\nreview decision: {rd.decision} — {rd.candidate_arm} vs {rd.incumbent_arm}{required}"
+        )
+        click.echo(
+            f"review policy: min_runs {pol.min_runs}, min_improvement {pol.min_improvement}, "
+            f"weighted_f1_margin {pol.weighted_f1_margin}, blocker_recall_margin "
+            f"{pol.blocker_recall_margin}, min_cost_improvement {pol.min_cost_improvement}, "
+            f"max_cost_regression {pol.max_cost_regression}"
+        )
+        for reason in rd.reasons:
+            click.echo(f"  - {reason}")
+    rows = [REVIEW_COLUMNS, *review_rows(doc)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    click.echo("\nreview metrics:")
+    for r in rows:
+        click.echo("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
 @click.command()

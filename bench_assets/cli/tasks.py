@@ -138,9 +138,10 @@ def sync(tasks_dir: Path, as_json: bool) -> None:
 def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
     """Materialize the input assets of every task and print what they hold.
 
-    Runs `incumbent_skills`, then `task_bindings`, `oracle_snapshots` and `sanitized_graphs` for
-    each task partition against the instance, and prints binding SHA, oracle digest, sanitized SHA
-    and graph size per task. Unchanged inputs keep their data versions, which leaves every cell
+    Runs `incumbent_skills`, then `task_bindings`, `oracle_snapshots`, `sanitized_graphs` and
+    `task_environments` (a task's declared packages, built once from the package index) for each
+    task partition against the instance, and prints binding SHA, oracle digest, sanitized SHA and
+    graph size per task. Unchanged inputs keep their data versions, which leaves every cell
     downstream of them fresh.
     """
     from bench_assets.driver.instance import StepFailed, materialize_inputs, sync_instance
@@ -206,5 +207,6 @@ def _input_row(task_id: str, assets: dict[str, dict[str, object]]) -> dict[str, 
         "graph_nodes": g.get("graph_nodes"),
         "graph_edges": g.get("graph_edges"),
         "graph_version": g.get("data_version"),
+        "environment": assets.get("task_environments", {}).get("environment"),
         "data_versions_changed": [k for k, md in assets.items() if _changed(md)],
     }

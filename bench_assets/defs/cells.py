@@ -26,6 +26,7 @@ from bench_assets.defs.inputs import (
     oracle_snapshots,
     sanitized_graphs,
     task_bindings,
+    task_environments,
 )
 from bench_assets.defs.partitions import task_partitions
 from bench_assets.defs.resources import (
@@ -35,6 +36,7 @@ from bench_assets.defs.resources import (
     upstream_metadata,
 )
 from bench_assets.documents import CellMaterialization, CellView, load_cell
+from bench_assets.environments import EnvironmentRecord, load_environment
 from bench_assets.errors import InputError
 from bench_assets.graph import load_graph_info
 from bench_assets.models import BenchConfig
@@ -167,6 +169,7 @@ def load_cell_inputs(
             json.loads((ov_root / "overlay.json").read_text())
         )
         ov_dir = ov_root / "files"
+    env, env_dir = _environment(instance, bench, task, bound.resolved_sha)
     return CellInputs(
         binding=bound,
         oracle=snapshot,
@@ -178,7 +181,28 @@ def load_cell_inputs(
         skills_dir=skills_dir / "files",
         overlay=ov,
         overlay_dir=ov_dir,
+        environment=env,
+        environment_dir=env_dir,
     )
+
+
+def _environment(
+    instance: dg.DagsterInstance, bench: BenchResource, task: str, resolved_sha: str
+) -> tuple[EnvironmentRecord | None, Path | None]:
+    """The task environment from ``task_environments`` (none for a task that declares none)."""
+    if bench.load(tasks=[task]).task(task).spec.environment is None:
+        return None, None
+    md = upstream_metadata(instance, task_environments.key, task)
+    if not md.get("digest"):
+        raise InputError(f"task_environments[{task}] has no environment; re-materialize it")
+    env_dir = Path(str(md["record_path"]))
+    record = load_environment(env_dir)
+    if record.digest != md["digest"] or record.resolved_sha != resolved_sha:
+        raise InputError(
+            f"task_environments[{task}] is out of step with task_bindings[{task}]; "
+            "re-materialize task_environments"
+        )
+    return record, env_dir
 
 
 def cell_metadata(record: CellRecord, path: Path, lineage: CellMaterialization) -> dict[str, Any]:
@@ -330,6 +354,7 @@ def build_cell_assets(
         dg.AssetDep(task_bindings, partition_mapping=task_dep),
         dg.AssetDep(oracle_snapshots, partition_mapping=task_dep),
         dg.AssetDep(sanitized_graphs, partition_mapping=task_dep),
+        dg.AssetDep(task_environments, partition_mapping=task_dep),
         dg.AssetDep(incumbent_skills),
     ]
 

@@ -16,6 +16,7 @@ from bench_assets import apply as apply_mod
 from bench_assets import gate as gate_mod
 from bench_assets import ledger as ledger_mod
 from bench_assets import manifest as manifest_mod
+from bench_assets import pool as pool_mod
 from bench_assets import report as report_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
@@ -30,6 +31,7 @@ from bench_assets.defs.resources import (
 from bench_assets.documents import CellLineage, DecisionDocument, load_cell, load_decision
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
+from bench_assets.gate import review as review_gate
 from bench_assets.hashing import sha256_json, short
 from bench_assets.manifest import TaskManifest
 from bench_assets.store import ArtifactStore
@@ -140,6 +142,19 @@ def collect_manifest_inputs(
     return out, refused
 
 
+def applicable_cells(
+    b: Benchmark, task: str, planned: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The planned cells whose arm runs on ``task`` (review arms on review tasks only)."""
+    spec = b.task(task).spec
+    out = []
+    for asset, cell in planned:
+        arm = b.config.arms.get(cell.rsplit(".", 1)[0])
+        if arm is None or arm.applies_to(spec):
+            out.append((asset, cell))
+    return out
+
+
 def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
     """(asset, cell key) of every planned cell per task, from bench.yaml."""
     comparator, candidate = bench_cell_keys(tasks_dir)
@@ -196,12 +211,13 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     by_manifest = [t for t in tasks if manifest is not None and t in manifest.tasks]
     latest = [t for t in tasks if t not in set(by_manifest)]
     planned_default = planned_cells(bench.tasks_dir)
+    b = bench.load(tasks)
     latest_inputs = collect_inputs(context.instance, latest, planned_default, generation)
     results: dict[str, tuple[agg_mod.TaskAggregate, dict[str, Any], int]] = {}
     for task in tasks:
         refused: dict[str, str] = {}
         if task in latest_inputs:
-            planned = planned_default
+            planned = applicable_cells(b, task, planned_default)
             inputs = latest_inputs[task]
         else:
             assert manifest is not None
@@ -300,13 +316,16 @@ def gate_input(
     *,
     aborted: bool,
     now: dt.datetime,
+    pooled: list[gate_mod.RunOutcome] | None = None,
 ) -> gate_mod.GateInput:
-    """The gate's input, built from the aggregates' evidence rows."""
-    candidates = bench.config.candidate_arms()
+    """The gate's input, built from the aggregates' evidence rows (and, for the ``paired``
+    policy, the comparator's pooled history, :mod:`bench_assets.pool`)."""
+    # Review candidates are decided by their own policy (gate.review); this is the other one.
+    candidates = [c for c in bench.config.candidate_arms() if bench.config.arms[c].kind != "review"]
     if len(candidates) != 1:
         raise InputError(
-            f"{bench.root / 'bench.yaml'}: arms: the decision needs exactly one candidate arm, "
-            f"found {len(candidates)}"
+            f"{bench.root / 'bench.yaml'}: arms: the decision needs exactly one implementation "
+            f"candidate arm, found {len(candidates)}"
         )
     cand = candidates[0]
     inc = bench.config.arms[cand].pairs_with or ""
@@ -328,17 +347,117 @@ def gate_input(
         for e in a.evidence
         if e.arm in (inc, cand)
     ]
+    policy = bench.config.policy
+    runs = bench.config.runs
     return gate_mod.GateInput(
         policy=bench.config.policy,
         model=bench.config.model,
         incumbent_arm=inc,
         candidate_arm=cand,
-        tasks=[a.task for a in aggs],
-        outcomes=outcomes,
+        tasks=[a.task for a in aggs if bench.config.arms[cand].applies_to(bench.task(a.task).spec)],
+        outcomes=outcomes + (pooled or []),
         aborted=aborted,
         now=now,
         max_age_days=bench.config.reuse.max_age_days,
+        planned_runs={inc: runs, cand: runs},
+        # The planner does not buy sequential top-up cells yet: this decision is the last look.
+        look=policy.max_looks,
     )
+
+
+def _pooled_history(
+    instance: dg.DagsterInstance,
+    bench: Benchmark,
+    aggs: list[agg_mod.TaskAggregate],
+    now: dt.datetime,
+) -> list[gate_mod.RunOutcome]:
+    """Earlier records of the comparator's cells, as :func:`bench_assets.pool.pooled_outcomes`
+    reads them (one materialization query per comparator cell)."""
+    cand = bench.config.candidate_arms()
+    inc = bench.config.arms[cand[0]].pairs_with if len(cand) == 1 else None
+    if not inc:
+        return []
+
+    def history(task: str, cell: str) -> list[Any]:
+        key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+        views = [
+            load_cell(task, cell, "comparator_cells", md)
+            for md in partition_materializations(instance, "comparator_cells", key, limit=50)
+            if md.get("record_path")
+        ]
+        return [v for v in views if v is not None]
+
+    return pool_mod.pooled_outcomes(
+        aggs,
+        inc,
+        metric=bench.config.policy.metric,
+        now=now,
+        max_age_days=bench.config.reuse.max_age_days,
+        history=history,
+    )
+
+
+def review_gate_inputs(
+    bench: Benchmark, aggs: list[agg_mod.TaskAggregate], *, aborted: bool
+) -> list[review_gate.ReviewGateInput]:
+    """One review-gate input per review candidate arm, from the aggregates' evidence rows."""
+    out = []
+    for cand in bench.config.candidate_arms():
+        arm = bench.config.arms[cand]
+        if arm.kind != "review":
+            continue
+        inc = arm.pairs_with or ""
+        tasks = [a.task for a in aggs if arm.applies_to(bench.task(a.task).spec)]
+        outcomes = [
+            review_gate.ReviewOutcome(
+                task=a.task,
+                arm=e.arm,
+                run=e.run,
+                error_kind=e.error_kind,  # type: ignore[arg-type]
+                score=e.review,
+                cost_usd=e.cost_usd,
+                record_id=e.record_id,
+                data_version=e.data_version,
+                recorded_at=dt.datetime.fromisoformat(e.recorded_at),
+                reused=e.reused,
+                generation=e.generation,
+            )
+            for a in aggs
+            if a.task in tasks
+            for e in a.evidence
+            if e.arm in (inc, cand)
+        ]
+        out.append(
+            review_gate.ReviewGateInput(
+                policy=bench.config.review_policy,
+                model=bench.config.model,
+                incumbent_arm=inc,
+                candidate_arm=cand,
+                tasks=tasks,
+                outcomes=outcomes,
+                aborted=aborted,
+            )
+        )
+    return out
+
+
+def required_reviews(bench: Benchmark, overlay_files: Path) -> list[str]:
+    """Review candidate arms that exercise a skill the overlay changes (their gate must pass)."""
+    touched = {
+        p.relative_to(overlay_files).parts[0] for p in overlay_files.rglob("*") if p.is_file()
+    }
+    out = []
+    for name in bench.config.candidate_arms():
+        arm = bench.config.arms[name]
+        if arm.kind != "review":
+            continue
+        skills = {
+            getattr(arm.agent, "expected_skill", None),
+            *(p.expected_skill for p in arm.phases),
+        }
+        if touched & {s for s in skills if s}:
+            out.append(name)
+    return out
 
 
 @dg.asset(
@@ -362,11 +481,17 @@ def promotion_decision(
     artifacts = bench.artifacts()
     task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
     aggs = _load_aggregates(context.instance, task_ids)
-    inp = gate_input(b, aggs, aborted=config.aborted, now=dt.datetime.now(dt.UTC))
+    now = dt.datetime.now(dt.UTC)
+    pooled = None
+    if b.config.policy.name == "paired" and b.config.policy.pooled_history:
+        pooled = _pooled_history(context.instance, b, aggs, now)
+    inp = gate_input(b, aggs, aborted=config.aborted, now=now, pooled=pooled)
     decision = gate_mod.decide(inp)
     overlay_md = upstream_metadata(context.instance, candidate_overlay.key, None)
     skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)
     overlay_files = Path(str(overlay_md["record_path"])) / "files"
+    review_inputs = review_gate_inputs(b, aggs, aborted=config.aborted)
+    review_decisions = [review_gate.decide_review(ri) for ri in review_inputs]
     evidence = {(a.task, e.cell): e for a in aggs for e in a.evidence}
     doc = DecisionDocument(
         generation=config.generation or None,
@@ -389,15 +514,21 @@ def promotion_decision(
             )
             for (task, _), e in sorted(evidence.items())
         ],
+        review_decisions=review_decisions,
+        review_required=required_reviews(b, overlay_files),
     )
     body = doc.model_dump(mode="json")
     digest = sha256_json(body)
     folder = artifacts.decision(digest)
     atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"))
+    for ri in review_inputs:
+        atomic_write_json(
+            folder / f"review-gate-input.{ri.candidate_arm}.json", ri.model_dump(mode="json")
+        )
     decision_path = atomic_write_json(folder / "decision.json", body)
     entry = ledger_mod.append(
         artifacts.ledger(),
-        decision=decision.decision,
+        decision=doc.verdict,
         decision_json=body,
         generation=doc.generation,
         candidate=doc.candidate,
@@ -418,8 +549,17 @@ def promotion_decision(
             ]
         )
     metadata: dict[str, Any] = {
-        "decision": decision.decision,
+        "decision": doc.verdict,
         "policy": decision.policy_name,
+        "review_decisions": dg.MetadataValue.md(
+            "\n".join(
+                f"- {r.candidate_arm} vs {r.incumbent_arm}: **{r.decision}**"
+                f"{' (required)' if r.candidate_arm in doc.review_required else ''}"
+                for r in review_decisions
+            )
+        )
+        if review_decisions
+        else None,
         "generation": doc.generation,
         "candidate": doc.candidate,
         "overlay_digest": doc.overlay_digest,
@@ -447,7 +587,8 @@ def promotion_decision(
         "ledger_hash": entry.hash,
         "digest": digest,
     }
-    unusable = agg_mod.unusable_incumbent(aggs, [inp.incumbent_arm])
+    incumbents = [inp.incumbent_arm, *(ri.incumbent_arm for ri in review_inputs)]
+    unusable = agg_mod.unusable_incumbent(aggs, incumbents)
     if unusable:
         context.add_output_metadata(metadata)
         raise IntegrityError(

@@ -1,4 +1,5 @@
-"""Input assets: incumbent skills, task bindings, oracle snapshots, sanitized graphs.
+"""Input assets: incumbent skills, task bindings, oracle snapshots, sanitized graphs, task
+environments.
 
 Each asset calls one core function, stores its record in the artifact store, and returns the
 record's content digest as its data version, so re-materializing unchanged input leaves every
@@ -28,6 +29,7 @@ SKILLS_CODE_VERSION = "skills-v1"
 BINDING_CODE_VERSION = "binding-v1"
 ORACLE_CODE_VERSION = "oracle-v1"
 GRAPH_CODE_VERSION = "graph-v1"
+ENVIRONMENT_CODE_VERSION = "environment-v1"
 
 
 def _md_table(rows: list[tuple[str, str]]) -> str:
@@ -197,5 +199,58 @@ def sanitized_graphs(
             "graph_path": dg.MetadataValue.path(
                 str(artifacts.graph(built.graph.digest) / "graph.json")
             ),
+        },
+    )
+
+
+@dg.asset(
+    partitions_def=task_partitions,
+    deps=[task_bindings],
+    group_name=GROUP,
+    owners=OWNERS,
+    kinds={"python"},
+    code_version=ENVIRONMENT_CODE_VERSION,
+    description=(
+        "The task's third-party packages (task.yaml `environment`), built once with pip in a "
+        "sandbox that can reach only the package index, keyed by the environment spec and the "
+        "base commit, stored read-only and mounted into every cell of the task (cells never get "
+        "that network). A failed build fails the task's inputs, with the build log's tail, "
+        "before any cell is paid for. Data version = key + content digest (`no-environment` for "
+        "a task without one), so an unchanged task reuses it without rebuilding."
+    ),
+)
+def task_environments(
+    context: dg.AssetExecutionContext, bench: BenchResource
+) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    """Reuse or build one task's environment."""
+    task_id = context.partition_key
+    bound = binding_mod.load(
+        Path(str(upstream_metadata(context.instance, task_bindings.key, task_id)["record_path"]))
+    )
+    built = core.build_environment(bench.load(tasks=[task_id]), task_id, bound, bench.artifacts())
+    if built is None:
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(core.NO_ENVIRONMENT),
+            metadata={"environment": None},
+        )
+    rec = built.record
+    context.log.info(
+        f"{task_id}: environment {short(rec.key)} "
+        f"{'reused' if built.reused else 'built'} in {built.seconds:.2f} s"
+    )
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(rec.digest),
+        metadata={
+            "environment": rec.key,
+            "digest": rec.digest,
+            "reused": built.reused,
+            "seconds": round(built.seconds, 3),
+            "build_s": rec.build_s,
+            "requirements": ", ".join(rec.requirements) or None,
+            "installed": ", ".join(rec.installed) or None,
+            "index_url": rec.index_url,
+            "python": rec.python,
+            "record_path": dg.MetadataValue.path(str(built.path)),
+            "build_log": dg.MetadataValue.path(str(built.path / "build.log")),
         },
     )

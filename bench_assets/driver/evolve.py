@@ -16,6 +16,7 @@ coordinator and launcher, so the UI shows them live and its pools bound concurre
 source), or :class:`~bench_assets.driver.runqueue.InProcessExecutor` for tests and debugging.
 """
 
+import dataclasses
 import datetime as dt
 import os
 from collections.abc import Callable
@@ -59,7 +60,7 @@ from bench_assets.driver.transaction import (
     unfinished,
     verify_stored_inputs,
 )
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.errorkinds import ErrorKind, is_systemic
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json
 from bench_assets.generation import OutageBreaker, SpendCap, writer_lock
@@ -255,6 +256,7 @@ def _pay(
     plan: list[PlannedCell] = []
     cells: list[dict[str, Any]] = []
     submitted = 0
+    tries: dict[str, int] = {}
     done_before = load_manifest(folder)
     cells_per_task = len(bench.config.arms) * bench.config.runs
     tally.start(tasks=len(bench.task_ids()), cells_per_task=cells_per_task)
@@ -291,6 +293,11 @@ def _pay(
                 continue
             summary = _cell_summary(instance, done.job, done.run_id, done.failure)
             cells.append(summary)
+            if _retry(ex, bench, done.job, summary, tries, breaker.tripped or spend.tripped):
+                submitted += 1
+                progress(
+                    f"  {done.job.label}: {summary['error_kind']}; retry {tries[done.job.label]}"
+                )
             verdict = (
                 "resolved" if summary["resolved"] else str(summary["error_kind"] or "unresolved")
             )
@@ -318,11 +325,39 @@ def _pay(
     return plan, cells, stop_reason
 
 
+def _retry(
+    ex: Executor,
+    bench: Benchmark,
+    job: Job,
+    summary: dict[str, Any],
+    tries: dict[str, int],
+    stopped: bool,
+) -> bool:
+    """Re-pay a cell that ended with a systemic (excluded) error, up to ``policy.retries`` times
+    within the generation, so one infrastructure hiccup does not end the candidate as
+    insufficient evidence (issue 13, E4). The newest record of the generation is the evidence."""
+    kind = summary["error_kind"]
+    if stopped or kind is None or not is_systemic(ErrorKind(kind)):
+        return False
+    if tries.get(job.label, 0) >= bench.config.policy.retries:
+        return False
+    tries[job.label] = tries.get(job.label, 0) + 1
+    # A retry pays a new session: never re-adopt the record a resumed attempt left behind.
+    config = {
+        a: {k: v for k, v in c.items() if k != "adopt_record_id"} for a, c in job.op_config.items()
+    }
+    ex.submit(dataclasses.replace(job, op_config=config))
+    return True
+
+
 def _session_budget(bench: Benchmark, cell: str) -> float | None:
     """The cell's arm's per-session budget: what a cell of unknown cost may have spent at most."""
     arm, _ = parse_cell_key(cell)
     spec = bench.config.arms.get(arm)
     budget = getattr(spec.agent, "max_budget_usd", None) if spec else None
+    if spec is not None and spec.phases:  # one session per phase, each with its own cap
+        caps = [p.max_budget_usd if p.max_budget_usd is not None else budget for p in spec.phases]
+        return None if any(c is None for c in caps) else float(sum(c for c in caps if c))
     return float(budget) if budget is not None else None
 
 

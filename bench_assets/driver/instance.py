@@ -51,7 +51,7 @@ def sync_instance(
     return plan, limits
 
 
-INPUT_ASSETS = ("task_bindings", "oracle_snapshots", "sanitized_graphs")
+INPUT_ASSETS = ("task_bindings", "oracle_snapshots", "sanitized_graphs", "task_environments")
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 """Run config keeping Dagster's step-by-step DEBUG log off the terminal (the CLI shows progress)."""
 
@@ -130,6 +130,7 @@ def materialize_inputs(
         oracle_snapshots,
         sanitized_graphs,
         task_bindings,
+        task_environments,
     )
     from bench_assets.defs.resources import BenchResource
 
@@ -141,13 +142,16 @@ def materialize_inputs(
     out[""] = {"incumbent_skills": latest_metadata(instance, "incumbent_skills", None)}
     out[""]["incumbent_skills"]["previous_data_version"] = before
     for i, task_id in enumerate(task_ids, 1):
-        progress(f"[{i}/{len(task_ids)}] {task_id}: binding, oracle snapshot, sanitized graph ...")
+        progress(
+            f"[{i}/{len(task_ids)}] {task_id}: binding, oracle snapshot, sanitized graph, "
+            "environment ..."
+        )
         previous = {
             k: latest_metadata(instance, k, task_id).get("data_version") for k in INPUT_ASSETS
         }
         materialize(
             instance,
-            [task_bindings, oracle_snapshots, sanitized_graphs],
+            [task_bindings, oracle_snapshots, sanitized_graphs, task_environments],
             resources,
             partition_key=task_id,
         )
@@ -413,7 +417,7 @@ def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: 
         Path(doc.skills_dir),
         Path(doc.overlay_files),
         expected=doc.target_base_digests,
-        decision=doc.decision.decision,
+        decision=doc.verdict,
         ledger=ArtifactStore(root).ledger(),
         decision_json=doc.model_dump(mode="json"),
         generation=doc.generation,

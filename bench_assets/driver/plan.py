@@ -38,7 +38,7 @@ from bench_assets.defs.resources import latest_metadata_by_partition
 from bench_assets.documents import load_cell, load_decision
 from bench_assets.driver.instance import INPUT_ASSETS, decision_records, latest_cells
 from bench_assets.errors import WfbenchError
-from bench_assets.generation import next_candidate, next_generation
+from bench_assets.generation import next_candidate_requeue, next_generation
 from bench_assets.hashing import sha256_json
 from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
 from bench_assets.store import ArtifactStore
@@ -68,16 +68,27 @@ def history(
     return gens, cands
 
 
+def outcomes(artifacts: ArtifactStore) -> list[tuple[str | None, str]]:
+    """(candidate, decision) of every decision in the ledger, oldest first."""
+    path = artifacts.ledger()
+    if not path.exists():
+        return []
+    return [(e.candidate, e.decision) for e in ledger_mod.read(path) if e.decision != "applied"]
+
+
 def choose(
     bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
 ) -> tuple[str, str]:
     """The next generation id and the candidate it evaluates (queue proposer)."""
-    gens, evaluated = history(instance, artifacts)
-    cand = next_candidate(bench.candidates, evaluated)
+    gens, _ = history(instance, artifacts)
+    cand = next_candidate_requeue(
+        bench.candidates, outcomes(artifacts), bench.config.policy.requeue_insufficient
+    )
     if cand is None:
         raise NothingToEvaluate(
             f"every queued candidate in {bench.root / bench.config.proposer.queue} has been "
-            "evaluated; add a new overlay folder there"
+            "decided (or stayed insufficient_evidence policy.requeue_insufficient more times); "
+            "add a new overlay folder there"
         )
     return next_generation(gens), cand
 
@@ -177,7 +188,10 @@ def _plan(
     adapters = {arm: make_adapter(bench, bench.config.arms[arm]) for arm in chosen}
     current = {}
     for task, task_inputs in inputs.items():
+        spec = bench.task(task).spec
         for arm in chosen:
+            if not bench.config.arms[arm].applies_to(spec):
+                continue  # review arms run on review tasks only, and the others never there
             for run in range(bench.config.runs):
                 current[(task, arm, run)] = cell_identity(
                     bench, task, arm, run, task_inputs, adapters[arm]
@@ -206,10 +220,11 @@ def stored_input_identities(
 ) -> tuple[dict[str, InputIdentity], dict[str, str]]:
     """Each task's input identity from its input assets' latest materializations, in bulk.
 
-    Reads the metadata of ``task_bindings``, ``oracle_snapshots`` and ``sanitized_graphs`` for
-    every task (a few queries per asset) and each task's binding record (one small file); the
-    incumbent skills and the candidate overlay are digested from their folders, as the
-    generation would snapshot them. Nothing is built and nothing is written.
+    Reads the metadata of ``task_bindings``, ``oracle_snapshots``, ``sanitized_graphs`` and (for a
+    task that declares an environment) ``task_environments`` for every task (a few queries per
+    asset) and each task's binding record (one small file); the incumbent skills and the candidate
+    overlay are digested from their folders, as the generation would snapshot them. Nothing is built
+    and nothing is written.
 
     Returns the identities and, for each task whose stored inputs cannot stand for it now, why:
     never materialized, out of step with each other, or its task file or oracle files changed
@@ -227,8 +242,9 @@ def stored_input_identities(
     out: dict[str, InputIdentity] = {}
     unusable: dict[str, str] = {}
     for task in task_ids:
-        b_md, o_md, g_md = (stored[a].get(task) for a in INPUT_ASSETS)
-        if not (b_md and o_md and g_md):
+        b_md, o_md, g_md, e_md = (stored[a].get(task) for a in INPUT_ASSETS)
+        has_env = bench.task(task).spec.environment is not None
+        if not (b_md and o_md and g_md and (not has_env or (e_md or {}).get("digest"))):
             unusable[task] = "inputs never materialized"
             continue
         try:
@@ -256,6 +272,7 @@ def stored_input_identities(
             sanitized_sha=str(g_md["sanitized_sha"]),
             skills_digest=skills.digest,
             overlay_digest=overlay_digest,
+            environment_digest=str(e_md["digest"]) if has_env and e_md is not None else None,
         )
     return out, unusable
 

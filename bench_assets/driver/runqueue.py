@@ -414,6 +414,7 @@ def assets_by_name(tasks_dir: str, names: tuple[str, ...]) -> list[Any]:
             inputs.task_bindings,
             inputs.oracle_snapshots,
             inputs.sanitized_graphs,
+            inputs.task_environments,
             candidate_overlay,
             decision.aggregates,
             decision.promotion_decision,

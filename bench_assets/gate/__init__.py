@@ -12,9 +12,10 @@ gives the same decision (the stored decision can be recomputed and compared).
 
 The package: :mod:`~bench_assets.gate.models` (input and output models),
 :mod:`~bench_assets.gate.numerics` (exact tests, Student's t, the bootstrap),
-:mod:`~bench_assets.gate.folding` (cells folded into per-task rows, and the per-task rules both
-policies share), :mod:`~bench_assets.gate.strict` and :mod:`~bench_assets.gate.paired` (each
-policy's own rules); the set-level rules shared by both policies and the precedence live here.
+:mod:`~bench_assets.gate.folding` (cells folded into per-task rows, and the per-task rules the
+policies share), :mod:`~bench_assets.gate.strict`, :mod:`~bench_assets.gate.paired` (v1) and
+:mod:`~bench_assets.gate.paired2` (v2) (each policy's own rules); the set-level rules shared by
+the policies and the precedence live here.
 
 Three answers. ``insufficient_evidence`` (the evidence cannot support a conclusion) is distinct
 from ``keep_incumbent`` (the evidence shows the candidate is not better, or is worse).
@@ -58,8 +59,17 @@ margin ≥ 2 → promote; else median ≥ ``100·min_improvement`` → promote; 
 The paired-only settings (``resolve_margin``, the confidences, the bootstrap) are not used: the
 original allowed no per-task drop at all.
 
-``paired`` (default) — the same questions, judged statistically
-----------------------------------------------------------------
+``paired`` (default) — gate v2
+------------------------------
+Issue 13's rules, in :mod:`bench_assets.gate.paired2` (whose docstring is their authoritative
+description): a cluster-t resolve bound with a binomial variance floor, the comparator's pooled
+history and its drift against fresh runs, missing cells never passing, a zero-variance guard,
+``min_counted_tasks``, total spend, Bonferroni-only veto, sequential looks. The common rules above
+apply except the per-task run rules (v2 has its own) and the mutually-unresolved exemption (v2
+counts those tasks, preregistered).
+
+``paired_v1`` — the issue-4 rules, kept for comparison
+------------------------------------------------------
 Over the *n* counted tasks (n ≥ 2, else insufficient_evidence):
 
 1. **Resolve-rate non-inferiority.** ``d_t`` = candidate rate − incumbent rate per task.
@@ -113,7 +123,7 @@ import datetime as dt
 from fractions import Fraction
 
 from bench_assets.errorkinds import is_excluded
-from bench_assets.gate import folding, paired, strict
+from bench_assets.gate import folding, paired, paired2, strict
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     SCHEMA_VERSION,
@@ -130,6 +140,7 @@ from bench_assets.gate.models import (
     NoiseFloor,
     NonInferiority,
     PairedStatistics,
+    PairedV2Statistics,
     Rule,
     RunOutcome,
     SignTest,
@@ -288,10 +299,19 @@ def decide(inp: GateInput) -> Decision:
             )
         )
 
-    tasks = folding.fold(inp)
-    for t in tasks:
-        _check_task(t, policy)
-    if policy.name == "paired":
+    v2 = policy.name == "paired"
+    outcomes = paired2.select_outcomes(inp) if v2 else list(inp.outcomes)
+    tasks = folding.fold(inp.model_copy(update={"outcomes": outcomes}))
+    if v2:
+        by_task: dict[str, dict[str, list[RunOutcome]]] = {}
+        for o in outcomes:
+            by_task.setdefault(o.task, {}).setdefault(o.arm, []).append(o)
+        for t in tasks:
+            paired2.check_task(t, inp, by_task.get(t.task, {}))
+    else:
+        for t in tasks:
+            _check_task(t, policy)
+    if policy.name == "paired_v1":
         paired.hard_regressions(tasks, policy)
     for t in tasks:
         findings.extend(t.findings)
@@ -349,10 +369,14 @@ def decide(inp: GateInput) -> Decision:
             )
 
     paired_stats: PairedStatistics | None = None
+    v2_stats: PairedV2Statistics | None = None
+    top_up = False
     if policy.name == "strict":
         strict.check_set(policy, strict_stats, findings)
-    else:
+    elif policy.name == "paired_v1":
         paired_stats = paired.check_set(inp, tasks, findings)
+    else:
+        v2_stats, top_up = paired2.check_set(inp, tasks, outcomes, findings)
 
     decision = _verdict(findings)
     decisive = [f.message for f in findings if f.effect in _DECISIVE[decision]]
@@ -378,6 +402,8 @@ def decide(inp: GateInput) -> Decision:
         tasks=[t.row() for t in tasks],
         strict=strict_stats,
         paired=paired_stats,
+        paired_v2=v2_stats,
+        next_action="top_up" if top_up else "decide",
         evidence=[
             EvidenceCell(
                 task=o.task,
@@ -387,11 +413,12 @@ def decide(inp: GateInput) -> Decision:
                 data_version=o.data_version,
                 generation=o.generation,
                 reused=o.reused,
+                pooled=o.pooled,
                 recorded_at=o.recorded_at,
                 error_kind=o.error_kind,
                 excluded=is_excluded(o.error_kind),
                 task_counted=o.task in counted_names,
             )
-            for o in sorted(inp.outcomes, key=lambda o: (o.task, o.arm, o.run))
+            for o in sorted(outcomes, key=lambda o: (o.task, o.arm, o.pooled, o.run))
         ],
     )

@@ -115,13 +115,17 @@ class Task:
         self.fisher_p: Fraction | None = None
         """One-sided Fisher p of "candidate resolves less"; set once the runs are complete."""
         self.hard_regression = False
+        self.count_ungated = False
+        """Paired v2 counts mutually unresolved tasks (preregistered), so ungated tasks count."""
 
     def add(self, rule: Rule, effect: Effect, message: str) -> None:
         self.findings.append(Finding(rule=rule, effect=effect, task=self.task, message=message))
 
     @property
     def counted(self) -> bool:
-        return self.gated and not any(f.effect == "insufficient" for f in self.findings)
+        return (self.gated or self.count_ungated) and not any(
+            f.effect == "insufficient" for f in self.findings
+        )
 
     def rate_numerator(self, scale: int) -> int:
         # (r_c − r_i)/n in units of 1/scale; exact because scale is a multiple of n.

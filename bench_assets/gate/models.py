@@ -12,7 +12,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.models import PolicyConfig
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the :class:`Decision` JSON layout."""
 
 DecisionKind = Literal["promote", "keep_incumbent", "insufficient_evidence"]
@@ -46,6 +46,14 @@ Rule = Literal[
     "hard_regression",
     "sign_test",
     "noise_floor",
+    "missing_cells",
+    "zero_variance",
+    "drift",
+    "pooled_history",
+    "total_spend",
+    "mutually_unresolved",
+    "sequential",
+    "futility",
 ]
 """Stable identifiers of the gate's rules; :attr:`Finding.rule`."""
 
@@ -69,6 +77,9 @@ class RunOutcome(_Model):
     metric: float | None = Field(ge=0, allow_inf_nan=False)
     """The policy metric of this run; ``None`` = unmeasured (never read as 0)."""
     reused: bool
+    pooled: bool = False
+    """A comparator cell from an earlier generation's record, counted as an extra run at no cost
+    (paired v2 only); ``run`` is then its position in the pool, not a planned run."""
     generation: str | None
     record_id: str = Field(min_length=1)
     data_version: str = Field(min_length=1)
@@ -109,6 +120,13 @@ class GateInput(_Model):
     now: AwareDatetime
     max_age_days: int = Field(ge=0)
     canaries: list[CanaryPair] = Field(default_factory=list)
+    planned_runs: dict[str, int] = Field(default_factory=dict)
+    """Runs planned per task for each arm (candidate top-ups included); a planned run without an
+    outcome makes its task's evidence insufficient (paired v2)."""
+    look: int = Field(default=1, ge=1)
+    """The sequential look this decision is (paired v2)."""
+    prior_looks: list["Look"] = Field(default_factory=list)
+    """The earlier looks of this generation, recorded into the decision."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "GateInput":
@@ -256,6 +274,85 @@ class PairedStatistics(_Model):
     noise_floor: NoiseFloor | None
 
 
+class ResolveBound(_Model):
+    """Paired v2: mean per-task resolve-rate difference (candidate − comparator) with a cluster-t
+    bound whose variance is floored by the binomial variance of the runs."""
+
+    tasks: int
+    difference: Bounds
+    se_cluster: float
+    se_binomial_floor: float
+    margin: float
+    verdict: Literal["non_inferior", "inferior", "inconclusive"]
+
+
+class DriftEstimate(_Model):
+    """Paired v2: log(old comparator evidence / fresh comparator runs) over tasks with both."""
+
+    tasks: int
+    fresh_runs: int
+    old_runs: int
+    estimate: float | None
+    """Positive: the reused/pooled evidence is dearer, so a candidate would look cheaper."""
+    upper: float | None
+    lower: float | None
+    se: float | None = None
+    level: float
+    tolerance: float
+    verdict: Literal["none_reused", "within", "absorbed", "exceeded", "unmeasured"]
+
+
+class PooledHistory(_Model):
+    """Paired v2: where the comparator runs came from."""
+
+    fresh_runs: int
+    reused_runs: int
+    pooled_runs: int
+    tasks_with_pool: int
+    comparator_runs_per_task: float
+    candidate_runs_per_task: float
+
+
+class SpendRatio(_Model):
+    """Paired v2: Σ per-task mean candidate metric / Σ per-task mean comparator metric."""
+
+    ratio: float | None
+    limit: float | None
+    verdict: Literal["within", "exceeded", "unmeasured", "report_only"]
+
+
+class Look(_Model):
+    """One sequential look at the candidate (paired v2)."""
+
+    look: int
+    max_looks: int
+    candidate_runs_per_task: int
+    alpha_cost: float
+    alpha_resolve: float
+    cost_t: float | None
+    cost_verdict: str | None
+    resolve_verdict: str | None
+    action: Literal["decide", "top_up", "futility"]
+
+
+class PairedV2Statistics(_Model):
+    """The v2 paired policy's statistics over the counted tasks."""
+
+    counted_tasks: int
+    min_counted_tasks: int
+    resolve: ResolveBound | None
+    cost: CostTest | None
+    cost_margin: float
+    """log-scale margin the cost bound had to clear: max(drift tolerance, estimated drift)."""
+    hard_regressions: list[str]
+    mutually_unresolved: list[str]
+    excluded_candidate_cells: int
+    drift: DriftEstimate
+    pooled: PooledHistory
+    total_spend: SpendRatio
+    looks: list[Look]
+
+
 class StrictStatistics(_Model):
     """The original harness's set-level numbers (computed for both policies)."""
 
@@ -277,6 +374,7 @@ class EvidenceCell(_Model):
     data_version: str
     generation: str | None
     reused: bool
+    pooled: bool = False
     recorded_at: AwareDatetime
     error_kind: ErrorKind | None
     excluded: bool
@@ -288,7 +386,7 @@ class Decision(_Model):
 
     schema_version: int = SCHEMA_VERSION
     decision: DecisionKind
-    policy_name: Literal["paired", "strict"]
+    policy_name: Literal["paired", "paired_v1", "strict"]
     policy: PolicyConfig
     model: str
     incumbent_arm: str
@@ -306,4 +404,12 @@ class Decision(_Model):
     tasks: list[TaskRow]
     strict: StrictStatistics
     paired: PairedStatistics | None
+    """The ``paired_v1`` statistics."""
+    paired_v2: PairedV2Statistics | None = None
+    next_action: Literal["decide", "top_up"] = "decide"
+    """``top_up``: a sequential look found the evidence inconclusive; the planner pays the next
+    candidate runs and the gate looks again (the decision meanwhile is insufficient_evidence)."""
     evidence: list[EvidenceCell]
+
+
+GateInput.model_rebuild()

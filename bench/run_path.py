@@ -1,0 +1,224 @@
+"""Dagster's per-cell cost on the run path, next to real agent-session lengths.
+
+A generation of the demo where every arm's agent is a ``command`` agent that sleeps S seconds
+(default 60, the length of a short real agent session) and changes nothing, so each cell is one
+S-second session plus grading. The generation runs through Dagster's run queue exactly as
+``wfbench evolve`` does by default: one queued run per cell, ``limits.agent_sessions`` = W of them
+at once (the ``agent_sessions`` pool), launched by a ``dagster-daemon`` that ``evolve`` starts for
+its own duration, each run in its own process.
+
+Printed side by side:
+
+* the cell phase's wall time (first cell run start to last cell run end, Dagster's run stats)
+  next to its ideal, ``sum(cell records' duration_s) / W`` (every slot busy with a cell's own work
+  all the time): the ratio is what Dagster's orchestration costs a generation of this shape;
+* per cell: the cell's own work (the record's ``duration_s``: sandbox, session, grading), the
+  Dagster run around it (run end - run start: process start, code load, event log writes), and
+  the slot time lost between runs (queue to launch: daemon tick, run-worker start);
+* the same in seconds per cell, so it can be compared with a session's length.
+
+Each measurement uses a fresh temporary copy of ``tasks/`` (only the first K tasks kept), a fresh
+Dagster instance (a copy of ``dagster_home/dagster.yaml``) and a fresh artifact root.
+
+Run: ``.venv/bin/python bench/run_path.py [--sleep 60] [--tasks 3] [--runs 2] [--sessions 3]
+[--json]``. With the defaults: 3 tasks x 3 arms x 2 runs = 18 cells of 60 s on 3 slots, an ideal
+cell phase of about 6 minutes.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+import dagster as dg  # noqa: E402
+from generation import GEN_TAG, Env, Generation, fresh_env, run_generation  # noqa: E402
+
+STAGES = (
+    dg.DagsterEventType.RUN_ENQUEUED,
+    dg.DagsterEventType.RUN_STARTING,
+    dg.DagsterEventType.RUN_START,
+    dg.DagsterEventType.RUN_SUCCESS,
+)
+
+
+def _log(msg: str) -> None:
+    print(f"[run_path] {msg}", file=sys.stderr, flush=True)
+
+
+def _edit(tasks: int, runs: int, sessions: int, sleep_s: float):
+    def edit(raw: dict[str, Any]) -> None:
+        raw["runs"] = runs
+        raw["policy"]["min_runs"] = runs
+        raw["limits"]["agent_sessions"] = sessions
+        for arm in raw["arms"].values():
+            arm["agent"] = {
+                "adapter": "command",
+                "argv": ["sh", "-c", f"sleep {sleep_s:g}"],
+                "version": f"sleep-{sleep_s:g}",
+            }
+
+    return edit
+
+
+def _keep_tasks(env: Env, k: int) -> list[str]:
+    """Delete every task folder but the first ``k`` (sorted), so the suite has k tasks."""
+    tasks = sorted(p.name for p in env.tasks.iterdir() if (p / "task.yaml").is_file())
+    for name in tasks[k:]:
+        shutil.rmtree(env.tasks / name)
+    return tasks[:k]
+
+
+def measure(gen: Generation, sessions: int) -> dict[str, Any]:
+    cells = sorted(gen.of("cell"), key=lambda r: r.start)
+    records = gen.records
+    if not cells or not records:
+        raise SystemExit("run_path: the generation ran no cells; nothing to measure")
+    phase_start = min(r.start for r in cells)
+    phase_end = max(r.end for r in cells)
+    phase = phase_end - phase_start
+    work = sum(float(r["duration_s"]) for r in records)
+    run_sum = sum(r.duration for r in cells)
+    sessions_s = [float(r["agent_duration_s"]) for r in records if r.get("agent_duration_s")]
+    n = len(cells)
+    ideal = work / sessions
+    return {
+        "cells": n,
+        "records": len(records),
+        "sessions": sessions,
+        "generation_wall_s": gen.wall_s,
+        "cell_phase_wall_s": phase,
+        "ideal_s": ideal,
+        "phase_over_ideal": phase / ideal if ideal else None,
+        "per_cell": {
+            "session_s_median": statistics.median(sessions_s) if sessions_s else None,
+            "work_s_median": statistics.median(float(r["duration_s"]) for r in records),
+            "run_s_median": statistics.median(r.duration for r in cells),
+            "in_run_overhead_s": (run_sum - work) / n,
+            "between_runs_s": (sessions * phase - run_sum) / n,
+            "total_overhead_s": (sessions * phase - work) / n,
+        },
+    }
+
+
+def stages(env: Env, generation: str) -> dict[str, float | None]:
+    """Where a cell run's time outside its own work goes, median over the generation's cells.
+
+    ``slot free → launched``: from the moment a slot was free (the latest end of an earlier cell
+    run, or the run's enqueue if a slot was already free) to the daemon launching the run
+    (``RUN_STARTING``: dequeue tick and the run launcher's call); ``launched → started``: the run
+    worker's process start and code load, until ``RUN_START``.
+    """
+    with dg.DagsterInstance.from_config(str(env.home)) as instance:
+        rows = []
+        for rec in instance.get_run_records(dg.RunsFilter(tags={GEN_TAG: generation})):
+            if "dagster/partition/cell" not in rec.dagster_run.tags:
+                continue
+            t: dict[Any, float] = {}
+            for kind in STAGES:
+                ev = instance.get_records_for_run(rec.dagster_run.run_id, of_type=kind).records
+                if ev:
+                    t[kind] = ev[0].timestamp
+            if len(t) == len(STAGES):
+                rows.append(t)
+    if not rows:
+        return {}
+    E = dg.DagsterEventType
+    ends = sorted(r[E.RUN_SUCCESS] for r in rows)
+    react, boot = [], []
+    for r in rows:
+        freed = max([e for e in ends if e <= r[E.RUN_STARTING]] + [r[E.RUN_ENQUEUED]])
+        react.append(r[E.RUN_STARTING] - freed)
+        boot.append(r[E.RUN_START] - r[E.RUN_STARTING])
+    return {
+        "slot_free_to_launched_s": statistics.median(react),
+        "launched_to_started_s": statistics.median(boot),
+    }
+
+
+def print_report(m: dict[str, Any], sleep_s: float) -> None:
+    pc = m["per_cell"]
+    print(f"Run path: {m['cells']} cells of a {sleep_s:g} s command-agent session "
+          f"on {m['sessions']} agent slots (one queued Dagster run per cell)")
+    la = m.get("load_average")
+    if la:
+        print(f"(1-minute load average {la['before']:.1f} before, {la['after']:.1f} after, on "
+              f"{la['cpus']} CPUs: process start-up, and so Dagster's per-run cost, grows with load)")
+    print()
+    print(f"| {'measure':<46} | {'seconds':>9} | {'ratio':>7} |")
+    print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 7}:|")
+
+    def row(label: str, value: float | None, ratio: float | None = None) -> None:
+        v = "—" if value is None else f"{value:9.1f}"
+        r = "" if ratio is None else f"{ratio:6.3f}x"
+        print(f"| {label:<46} | {v:>9} | {r:>7} |")
+
+    row("ideal: sum(cell work) / slots", m["ideal_s"], 1.0)
+    row("cell phase wall (first run start→last run end)", m["cell_phase_wall_s"],
+        m["phase_over_ideal"])
+    row("whole generation (evolve call)", m["generation_wall_s"])
+    print()
+    print(f"| {'per cell (median or mean)':<46} | {'seconds':>9} | {'of work':>7} |")
+    print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 7}:|")
+    work = pc["work_s_median"]
+    row("agent session (record.agent_duration_s)", pc["session_s_median"])
+    row("cell work (record.duration_s)", work, 1.0)
+    row("Dagster run (end - start)", pc["run_s_median"], pc["run_s_median"] / work)
+    row("overhead inside the run (mean)", pc["in_run_overhead_s"], pc["in_run_overhead_s"] / work)
+    row("slot idle between runs (mean)", pc["between_runs_s"], pc["between_runs_s"] / work)
+    row("total Dagster cost per cell (mean)", pc["total_overhead_s"],
+        pc["total_overhead_s"] / work)
+    if m.get("stages"):
+        print()
+        print(f"| {'between runs, by stage (median)':<46} | {'seconds':>9} | {'':>7} |")
+        print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 7}:|")
+        for key, label in (
+            ("slot_free_to_launched_s", "slot free → daemon launches the next run"),
+            ("launched_to_started_s", "launched → run worker started (process, code)"),
+        ):
+            row(label, m["stages"][key])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sleep", type=float, default=60.0, help="session length in s (default 60)")
+    ap.add_argument("--tasks", type=int, default=3, help="demo tasks kept (default 3)")
+    ap.add_argument("--runs", type=int, default=2, help="runs per arm (default 2)")
+    ap.add_argument("--sessions", type=int, default=3, help="agent_sessions slots (default 3)")
+    ap.add_argument("--workdir", type=Path, default=None, help="keep the instance here")
+    ap.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    args = ap.parse_args()
+
+    os.environ.pop("WFBENCH_IN_PROCESS", None)  # the run path is what is measured
+    scratch = args.workdir or Path(tempfile.mkdtemp(prefix="wfbench-runpath-"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    env = fresh_env(scratch, f"sleep{args.sleep:g}-{int(time.time())}", REPO / "tasks",
+                    _edit(args.tasks, args.runs, args.sessions, args.sleep))
+    kept = _keep_tasks(env, args.tasks)
+    _log(f"tasks {', '.join(kept)}; instance {env.home}")
+    load_before = os.getloadavg()[0]
+    gen = run_generation(env)
+    _log(f"generation {gen.result.generation}: {gen.wall_s:.1f} s")
+    m = measure(gen, args.sessions)
+    m["sleep_s"] = args.sleep
+    m["stages"] = stages(env, gen.result.generation)
+    m["load_average"] = {"before": load_before, "after": os.getloadavg()[0], "cpus": os.cpu_count()}
+    if args.json:
+        print(json.dumps(m, indent=2))
+    else:
+        print_report(m, args.sleep)
+    if args.workdir is None:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

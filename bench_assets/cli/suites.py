@@ -1,0 +1,156 @@
+"""Commands that bring task suites in and results out: ``import swebench``, ``export``."""
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from bench_assets.catalog import load_benchmark
+from bench_assets.cli.common import EXIT_INVALID, fail, open_instance, progress, tasks_option
+
+if TYPE_CHECKING:
+    from bench_assets.records import CellRecord
+
+
+@click.group(name="import")
+def import_group() -> None:
+    """Turn another benchmark's tasks into wfbench task folders."""
+
+
+@import_group.command(name="swebench")
+@click.argument("source", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@click.option(
+    "--repos",
+    required=True,
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    metavar="DIR",
+    help="Local git repositories (mirrors) by name: DIR/owner/name, DIR/owner__name or DIR/name. "
+    "Nothing is ever cloned from the network.",
+)
+@tasks_option
+@click.option(
+    "--pyproject-env",
+    is_flag=True,
+    help="Give every task an environment with its repository's pyproject dependencies "
+    "(installed once per task from PyPI by task_environments; cells stay offline).",
+)
+@click.option("--quiet", is_flag=True, help="Do not print the diff of changed tasks.")
+def import_swebench(
+    source: Path, repos: Path, tasks_dir: Path, pyproject_env: bool, quiet: bool
+) -> None:
+    """Import SWE-bench-style instances from SOURCE (JSON list or JSONL) as task folders.
+
+    Each instance (instance_id, repo, base_commit, problem_statement, patch, test_patch,
+    FAIL_TO_PASS, PASS_TO_PASS) becomes TASKS/<instance_id>/: the repository from --repos pinned
+    at base_commit, the problem statement as the prompt, the test patch's files as the hidden
+    oracle with fail_to_pass/pass_to_pass. The gold patches go to TASKS/replays/swebench-gold.jsonl
+    (grade them with `wfbench grade --predictions`). A fresh TASKS folder gets a minimal
+    bench.yaml. Re-importing is idempotent; a changed instance prints its diff.
+    """
+    from bench_assets.swebench import GOLD_FILE, ensure_bench, import_instances
+
+    tasks_dir.mkdir(parents=True, exist_ok=True)
+    env = {"pyproject": True} if pyproject_env else None
+    results = import_instances(source, repos, tasks_dir, environment=env)
+    made = ensure_bench(tasks_dir)
+    if made is not None:
+        progress(f"wrote {made} (one `gold` replay arm); edit its arms to benchmark agents")
+    for r in results:
+        click.echo(f"{r.status:<9} {r.instance_id}")
+        if r.diff and not quiet:
+            click.echo(r.diff, nl=False)
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "changed")}
+    unchanged = len(results) - sum(counts.values())
+    click.echo(
+        f"{len(results)} instance(s): {counts['created']} created, {counts['changed']} changed, "
+        f"{unchanged} unchanged; gold patches in {tasks_dir / GOLD_FILE}"
+    )
+
+
+@click.command(name="export")
+@tasks_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["swebench", "csv", "parquet"]),
+    default="swebench",
+    show_default=True,
+    help="swebench: SWE-bench's report (resolved/unresolved/empty-patch/error ids) per arm and "
+    "run; csv/parquet: one row per cell with every record field.",
+)
+@click.option(
+    "--generation",
+    default="",
+    metavar="G",
+    help="Export exactly the cells generation G planned (default: every cell's latest record).",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write here (default: stdout for swebench/csv; required for parquet).",
+)
+def export(tasks_dir: Path, fmt: str, generation: str, out: Path | None) -> None:
+    """Export cell results for other tools: SWE-bench's report shape, CSV or Parquet."""
+    from bench_assets.export import cell_rows, reports_by_arm
+    from bench_assets.fsutil import atomic_write_text
+
+    if fmt == "parquet" and out is None:
+        fail("--format parquet writes a binary file: give --out FILE", EXIT_INVALID)
+    records = _records(tasks_dir, generation)
+    if fmt == "swebench":
+        doc = {"generation": generation or None, "arms": reports_by_arm(records)}
+        text = json.dumps(doc, indent=2) + "\n"
+    else:
+        import pandas as pd
+
+        frame = pd.DataFrame(cell_rows(records))
+        if fmt == "parquet":
+            assert out is not None
+            try:
+                frame.to_parquet(out, index=False)
+            except ImportError:
+                fail("--format parquet needs pyarrow: pip install 'wfbench[parquet]'", EXIT_INVALID)
+            progress(f"{len(records)} cell(s) written to {out}")
+            return
+        text = frame.to_csv(index=False)
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, text)
+    progress(f"{len(records)} cell(s) written to {out}")
+
+
+def _records(tasks_dir: Path, generation: str) -> list["CellRecord"]:
+    """The records to export: the generation's verified evidence, or every latest cell."""
+    bench = load_benchmark(tasks_dir)
+    instance = open_instance()
+    if not generation:
+        from bench_assets.driver.instance import latest_cells
+
+        return [v.record for v in latest_cells(instance, bench.task_ids(), str(bench.root))]
+    from bench_assets.cli.common import artifact_store
+    from bench_assets.driver.transaction import candidates
+    from bench_assets.manifest import accept, load_complete
+
+    manifest = load_complete(artifact_store().generation(generation))
+    if manifest is None:
+        fail(f"generation {generation} has no completed plan in the artifact store", EXIT_INVALID)
+    out, missing = [], []
+    for mc in manifest.cells():
+        ok, why = accept(mc, generation, candidates(instance, mc))
+        if ok is None:
+            missing.append(f"{mc.task} {mc.cell}: {why}")
+        else:
+            out.append(ok.record)
+    if missing:
+        fail(
+            f"generation {generation} is unfinished: {len(missing)} planned cell(s) have no "
+            f"evidence ({'; '.join(missing[:3])})",
+            EXIT_INVALID,
+        )
+    return out

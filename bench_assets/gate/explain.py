@@ -1,0 +1,52 @@
+"""Plain-text lines for the v2 statistics of a decision (``wfbench explain``): the sequential
+looks, the comparator drift estimate and the pooled history the decision rests on."""
+
+import math
+
+from bench_assets.gate.models import Decision
+from bench_assets.gate.numerics import pct
+
+
+def _pct_log(x: float | None) -> str:
+    return "n/a" if x is None else pct(math.expm1(x))
+
+
+def v2_lines(d: Decision) -> list[str]:
+    """Lines describing ``d.paired_v2``; empty for the other policies."""
+    s = d.paired_v2
+    if s is None:
+        return []
+    p = s.pooled
+    out = [
+        f"pooled history: comparator {p.fresh_runs} fresh + {p.reused_runs} reused + "
+        f"{p.pooled_runs} pooled earlier-generation runs over {p.tasks_with_pool} task(s) with a "
+        f"pool ({p.comparator_runs_per_task:.1f} comparator vs {p.candidate_runs_per_task:.1f} "
+        "candidate runs per counted task)",
+    ]
+    dr = s.drift
+    if dr.verdict == "none_reused":
+        out.append("drift: no reused or pooled comparator evidence (nothing to drift)")
+    elif dr.verdict == "unmeasured":
+        out.append("drift: reused evidence but no fresh comparator run to measure it against")
+    else:
+        out.append(
+            f"drift: old vs fresh comparator {d.metric} {_pct_log(dr.estimate)} over {dr.tasks} "
+            f"task(s) ({dr.old_runs} old / {dr.fresh_runs} fresh runs), one-sided {dr.level:g} "
+            f"bounds [{_pct_log(dr.lower)}, {_pct_log(dr.upper)}], tolerance "
+            f"{pct(dr.tolerance)}: {dr.verdict}; cost margin {_pct_log(s.cost_margin)}"
+        )
+    ts = s.total_spend
+    ratio = "n/a" if ts.ratio is None else f"{ts.ratio:.3f}x"
+    limit = "report only" if ts.limit is None else f"limit {ts.limit:g}x"
+    out.append(f"total spend: candidate/comparator {ratio} ({limit}): {ts.verdict}")
+    if s.mutually_unresolved:
+        out.append(f"mutually unresolved (counted): {', '.join(s.mutually_unresolved)}")
+    for lk in s.looks:
+        t = "n/a" if lk.cost_t is None else f"{lk.cost_t:.2f}"
+        out.append(
+            f"look {lk.look}/{lk.max_looks}: {lk.candidate_runs_per_task} candidate runs per "
+            f"task, alpha cost {lk.alpha_cost:.4g} / resolve {lk.alpha_resolve:.4g}, cost t {t} "
+            f"({lk.cost_verdict or 'not run'}), resolve {lk.resolve_verdict or 'not run'} -> "
+            f"{lk.action}"
+        )
+    return out

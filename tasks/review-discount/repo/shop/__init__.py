@@ -1,0 +1,1 @@
+"""A tiny checkout: prices in whole cents."""

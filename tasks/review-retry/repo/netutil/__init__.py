@@ -1,0 +1,1 @@
+"""Small helpers around flaky network calls."""

@@ -1,0 +1,58 @@
+"""Pooled comparator history through Dagster (issue 13): earlier records of a comparator cell with
+the same identity become extra, drift-checked comparator runs of the decision."""
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from bench_assets.documents import load_decision
+from bench_assets.driver.instance import decision_records
+from bench_assets.gate.explain import v2_lines
+from tests.test_dagster_cells import cells, replay_bench, run_all
+from tests.test_dagster_decision import decide
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+@pytest.mark.slow
+def test_earlier_records_of_the_same_identity_are_pooled(tmp_path: Path, instance) -> None:
+    root, art = replay_bench(tmp_path), tmp_path / "art"
+    run_all(instance, root, art)  # g0001 pays every cell
+    cells(instance, root, art, force=True, generation="g0002")  # paid again: same identity
+    decide(instance, root, art, "g0002")
+    doc = load_decision(Path(str(decision_records(instance)[0]["decision_path"])))
+    d = doc.decision
+    assert d.policy_name == "paired" and d.paired_v2 is not None
+    pool = d.paired_v2.pooled
+    assert (pool.fresh_runs, pool.pooled_runs, pool.tasks_with_pool) == (1, 1, 1)
+    pooled = [e for e in d.evidence if e.pooled]
+    assert [(e.arm, e.generation) for e in pooled] == [(d.incumbent_arm, "g0001")]
+    # the g0002 record in use is never pooled with itself
+    used = {e.record_id for e in d.evidence if not e.pooled}
+    assert not used & {e.record_id for e in pooled}
+    assert d.paired_v2.drift.verdict == "within"  # replayed costs: no drift
+    text = "\n".join(v2_lines(d))
+    assert "1 pooled earlier-generation runs" in text and "drift:" in text and "look 1/1" in text
+
+
+@pytest.mark.slow
+def test_no_pool_when_disabled(tmp_path: Path, instance) -> None:
+    import yaml
+
+    from tests.conftest import write_yaml
+
+    root, art = replay_bench(tmp_path), tmp_path / "art"
+    run_all(instance, root, art)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["policy"] = {**(data.get("policy") or {}), "pooled_history": False}
+    write_yaml(root / "bench.yaml", data)
+    cells(instance, root, art, force=True, generation="g0002")
+    decide(instance, root, art, "g0002")
+    doc = load_decision(Path(str(decision_records(instance)[0]["decision_path"])))
+    assert doc.decision.paired_v2 is not None
+    assert doc.decision.paired_v2.pooled.pooled_runs == 0

@@ -139,6 +139,12 @@ class Benchmark:
                 f"unknown task {task_id!r} in {self.root} (known: {known})"
             ) from None
 
+    def arms_for(self, task_id: str) -> list[str]:
+        """The arms that run on a task, sorted: review arms on review tasks, the others on the
+        rest. The planner and the generation's progress total both count cells with this."""
+        spec = self.task(task_id).spec
+        return sorted(n for n, arm in self.config.arms.items() if arm.applies_to(spec))
+
     def task_ids(self, *, include_expensive: bool = True) -> list[str]:
         """Sorted task ids."""
         return sorted(t for t, v in self.tasks.items() if include_expensive or not v.spec.expensive)

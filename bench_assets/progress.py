@@ -55,10 +55,10 @@ class GenerationTally:
     _first_paid: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def start(self, *, tasks: int, cells_per_task: int) -> None:
-        """Fix the total: every cell of every task."""
+    def start(self, *, tasks: int, cells: int) -> None:
+        """Fix the total: every cell of every task (only the arms that apply to each task)."""
         with self._lock:
-            self.tasks, self.total = tasks, tasks * cells_per_task
+            self.tasks, self.total = tasks, cells
             self.started = self.clock()
 
     def planned(self, *, cells: int, submitted: int) -> None:

@@ -113,3 +113,15 @@ def test_two_phase_replays_hold_a_plan_then_the_workflow_work() -> None:
             assert f"+++ b/docs/plans/{key[0]}.md" in plan
     # one recorded plan session wrote no plan: the demo shows phase-artifact-missing
     assert empty_plans == [("paginate-off-by-one", 1)]
+
+
+def test_review_arms_run_on_review_tasks_only_and_the_progress_total_counts_that() -> None:
+    """The planner and evolve's progress total both count a task's cells by ``arms_for``: the
+    demo's first generation pays 78 cells, not 8 tasks x 6 arms x 3 runs = 144."""
+    bench = load_benchmark(DEMO_TASKS)
+    assert bench.arms_for("review-clean") == ["candidate_review", "review"]
+    assert bench.arms_for("csv-quoted-fields") == [
+        "baseline", "candidate_workflow", "workflow", "workflow_planned"
+    ]
+    total = sum(bench.config.runs * len(bench.arms_for(t)) for t in bench.task_ids())
+    assert total == 78

@@ -16,7 +16,7 @@ class Clock:
 def test_total_is_fixed_up_front_and_reused_cells_count_as_done() -> None:
     clock = Clock()
     t = GenerationTally(clock=clock)
-    t.start(tasks=2, cells_per_task=6)
+    t.start(tasks=2, cells=12)
     assert (t.done, t.total) == (0, 12)
     assert t.eta_s() is None and "ETA —" in t.brief()
     t.planned(cells=6, submitted=2)  # task 1: 4 reused, 2 to pay
@@ -39,7 +39,7 @@ def test_total_is_fixed_up_front_and_reused_cells_count_as_done() -> None:
 
 def test_nothing_to_pay_has_no_eta_until_the_end() -> None:
     t = GenerationTally(clock=Clock())
-    t.start(tasks=1, cells_per_task=3)
+    t.start(tasks=1, cells=3)
     t.planned(cells=3, submitted=0)
     assert t.done == t.total == 3 and t.eta_s() == 0.0
 
@@ -48,7 +48,7 @@ def test_not_a_terminal_gives_plain_lines_with_the_counts() -> None:
     out = io.StringIO()  # isatty() is False
     with LiveProgress(stream=out, tally=None) as live:
         assert not live.live_mode
-        live.tally.start(tasks=1, cells_per_task=2)
+        live.tally.start(tasks=1, cells=2)
         live.message("inputs ready: t1")
     text = out.getvalue()
     assert text.splitlines() == ["  inputs ready: t1", f"  {live.tally.line()}"]
@@ -65,7 +65,7 @@ def test_a_terminal_gets_the_live_line_unless_json_is_asked_for() -> None:
     assert not LiveProgress(stream=FakeTty(), tally=None, plain=True).live_mode
     out = FakeTty()
     with LiveProgress(stream=out, tally=None) as live:
-        live.tally.start(tasks=1, cells_per_task=2)
+        live.tally.start(tasks=1, cells=2)
         live.tally.planned(cells=2, submitted=1)
         live.message("inputs ready: t1")
     assert "inputs ready: t1" in out.getvalue()

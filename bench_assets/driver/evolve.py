@@ -258,8 +258,8 @@ def _pay(
     submitted = 0
     tries: dict[str, int] = {}
     done_before = load_manifest(folder)
-    cells_per_task = len(bench.config.arms) * bench.config.runs
-    tally.start(tasks=len(bench.task_ids()), cells_per_task=cells_per_task)
+    cells_of = {t: bench.config.runs * len(bench.arms_for(t)) for t in bench.task_ids()}
+    tally.start(tasks=len(cells_of), cells=sum(cells_of.values()))
     for task in bench.task_ids():
         ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
     while ex.pending():
@@ -287,7 +287,7 @@ def _pay(
                 )
                 plan += task_plan
                 submitted += n
-                tally.planned(cells=cells_per_task, submitted=n)
+                tally.planned(cells=cells_of[task], submitted=n)
                 continue
             if done.canceled:
                 continue

@@ -188,10 +188,10 @@ def _plan(
     adapters = {arm: make_adapter(bench, bench.config.arms[arm]) for arm in chosen}
     current = {}
     for task, task_inputs in inputs.items():
-        spec = bench.task(task).spec
+        applies = bench.arms_for(task)  # review arms on review tasks only, the others never there
         for arm in chosen:
-            if not bench.config.arms[arm].applies_to(spec):
-                continue  # review arms run on review tasks only, and the others never there
+            if arm not in applies:
+                continue
             for run in range(bench.config.runs):
                 current[(task, arm, run)] = cell_identity(
                     bench, task, arm, run, task_inputs, adapters[arm]

@@ -12,8 +12,8 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from bench_assets.cli import main
 from bench_assets.catalog import load_benchmark
+from bench_assets.cli import main
 from bench_assets.documents import load_decision
 from bench_assets.driver.evolve import evolve
 from bench_assets.driver.plan import generation_canaries, generation_tasks
@@ -100,9 +100,7 @@ def test_expensive_task_is_left_out_unless_selected(tmp_path: Path, monkeypatch)
 
     # Selected explicitly, it is planned and paid, as `wfbench plan` said it would be.
     planned = _plan_json(root, "--include-expensive")
-    g2 = evolve(
-        str(root), artifact_root=str(art), instance=instance, include_expensive=True
-    )
+    g2 = evolve(str(root), artifact_root=str(art), instance=instance, include_expensive=True)
     assert g2.generation == "g0002"
     assert [(p.task, p.cell, p.action, p.kind) for p in g2.plan] == [
         (c["task"], f"{c['arm']}.r{c['run']}", c["action"], c["kind"]) for c in planned

@@ -155,6 +155,15 @@ def load_manifest(folder: Path) -> Manifest | None:
     return Manifest(header=header, tasks=tasks)
 
 
+def planned_tasks(folder: Path) -> list[str] | None:
+    """The tasks a generation planned (its header's list), or None when it has no manifest.
+
+    A decision covers exactly these (an ``expensive: true`` task left out is not its evidence).
+    """
+    header = load_header(folder)
+    return None if header is None else sorted(header.tasks)
+
+
 def load_complete(folder: Path) -> Manifest | None:
     """The manifest a decision uses (None: the generation was planned before manifests existed).
 

@@ -45,6 +45,7 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     from bench_assets.driver.instance import StepFailed, materialize_decision
     from bench_assets.driver.transaction import missing_evidence
     from bench_assets.generation import writer_lock
+    from bench_assets.manifest import planned_tasks
 
     bench = load_benchmark(tasks_dir)
     instance = open_instance()
@@ -58,10 +59,11 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
                 f"acceptable evidence ({listed}); run `wfbench evolve` to finish it",
                 EXIT_INVALID,
             )
+        planned = planned_tasks(store.generation(generation)) if generation else None
         try:
             out = materialize_decision(
                 instance,
-                bench.task_ids(),
+                planned if planned is not None else bench.task_ids(),
                 tasks_dir=str(bench.root),
                 artifact_root=str(store.root),
                 generation=generation,

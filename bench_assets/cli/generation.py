@@ -20,6 +20,13 @@ from bench_assets.cli.common import (
 )
 from bench_assets.hashing import short
 
+include_expensive_option = click.option(
+    "--include-expensive",
+    is_flag=True,
+    help="Plan tasks marked `expensive: true` in their task.yaml too. Without it they are left "
+    "out (said on stderr), as in the weekly scheduled run, and the decision rests on the others.",
+)
+
 
 @click.command()
 @tasks_option
@@ -38,7 +45,14 @@ from bench_assets.hashing import short
     help="Workspace file naming the code location runs go to (e.g. a gRPC code server of a "
     "deployment). Default: the bench_assets.definitions module, loaded locally.",
 )
-def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | None) -> None:
+@include_expensive_option
+def evolve(
+    tasks_dir: Path,
+    as_json: bool,
+    in_process: bool,
+    workspace: Path | None,
+    include_expensive: bool,
+) -> None:
     """Run one generation now: plan, pay through the run queue, decide, report.
 
     Takes the next unevaluated candidate from the queue and pays only for the cells the planner
@@ -49,7 +63,8 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
     aggregates, decides, reports and appends to the ledger. Exit 0 when done (whatever the
     decision), 1 when the outage breaker or the spend cap (limits.max_spend_usd) stopped it or
     the incumbent arm was unusable, 2 for invalid input. `wfbench plan` shows beforehand which
-    cells would run and why.
+    cells would run and why. Tasks marked `expensive: true` are neither planned nor paid (nor
+    decided on) unless --include-expensive is given; the weekly scheduled run leaves them out.
 
     Progress goes to stderr: on a terminal, a live line with cells done/total (the total is
     every cell, fixed up front; reused cells count as done when their task is planned), resolved,
@@ -76,6 +91,7 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
                     in_process=in_process,
                     workspace=workspace,
                     tally=live.tally,
+                    include_expensive=include_expensive,
                 )
     except NothingToEvaluate as e:
         if as_json:
@@ -118,7 +134,8 @@ def evolve(tasks_dir: Path, as_json: bool, in_process: bool, workspace: Path | N
 @tasks_option
 @click.option("--explain", "explain_all", is_flag=True, help="Print the reason for every cell.")
 @json_option("Print a list of {task, arm, run, action, reason} objects.")
-def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
+@include_expensive_option
+def plan(tasks_dir: Path, explain_all: bool, as_json: bool, include_expensive: bool) -> None:
     """Plan the next generation as `wfbench evolve` would: which cells run, which are reused, why.
 
     Reasons: missing, excluded (previous error kind), expired, code identity changed (field
@@ -126,11 +143,18 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
     canary. Reads each task's inputs from the input assets' latest materializations and changes
     nothing: a task never materialized, or whose task file or oracle changed since, has its
     inputs built directly (said on stderr); run `wfbench inputs` after editing a task's repo/.
-    With an empty candidate queue, plans the comparator cells only.
+    With an empty candidate queue, plans the comparator cells only. Tasks marked
+    `expensive: true` are left out unless --include-expensive is given, as in `wfbench evolve`.
     """
     import datetime as dt
 
-    from bench_assets.driver.plan import NothingToEvaluate, choose, history, plan_cells
+    from bench_assets.driver.plan import (
+        NothingToEvaluate,
+        choose,
+        generation_tasks,
+        history,
+        plan_cells,
+    )
     from bench_assets.generation import next_generation
     from bench_assets.planner import summary
 
@@ -144,6 +168,10 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
         generation, candidate = next_generation(history(instance, artifacts)[0]), None
         click.echo(f"note: {e}; planning comparator cells only", err=True)
     roles = {n: a.role for n, a in bench.config.arms.items()}
+    tasks = generation_tasks(bench, include_expensive=include_expensive)
+    left_out = sorted(set(bench.task_ids()) - set(tasks))
+    if left_out:
+        progress(f"leaving out expensive task(s) {', '.join(left_out)} (--include-expensive)")
     cells_plan = plan_cells(
         bench,
         instance,
@@ -153,6 +181,7 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool) -> None:
         arms=[a for a in bench.config.arms if candidate or roles[a] == "comparator"],
         now=dt.datetime.now(dt.UTC),
         progress=progress,
+        tasks=tasks,
     )
     if as_json:
         fields = ("task", "arm", "run", "action", "reason", "kind", "changed")

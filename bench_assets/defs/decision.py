@@ -283,6 +283,17 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     )
 
 
+def decided_tasks(
+    instance: dg.DagsterInstance, artifacts: ArtifactStore, generation: str | None
+) -> list[str]:
+    """The tasks a decision rests on: those its generation's manifest planned, or every task
+    partition for a decision without one (an ad-hoc materialization)."""
+    planned = manifest_mod.planned_tasks(artifacts.generation(generation)) if generation else None
+    if planned is not None:
+        return planned
+    return sorted(instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
+
+
 def _load_aggregates(
     instance: dg.DagsterInstance, task_ids: list[str]
 ) -> list[agg_mod.TaskAggregate]:
@@ -476,10 +487,10 @@ def required_reviews(bench: Benchmark, overlay_files: Path) -> list[str]:
 def promotion_decision(
     context: dg.AssetExecutionContext, config: DecisionConfig, bench: BenchResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """Decide on the candidate from every task's aggregate."""
+    """Decide on the candidate from the aggregate of every task the generation planned."""
     b = bench.load()
     artifacts = bench.artifacts()
-    task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
+    task_ids = decided_tasks(context.instance, artifacts, config.generation or None)
     aggs = _load_aggregates(context.instance, task_ids)
     now = dt.datetime.now(dt.UTC)
     pooled = None
@@ -616,7 +627,7 @@ def benchmark_report(
     """Render the report of the latest decision."""
     md = upstream_metadata(context.instance, promotion_decision.key, None)
     doc = load_decision(Path(str(md["decision_path"])))
-    task_ids = sorted(context.instance.get_dynamic_partitions(TASKS_PARTITIONS_NAME))
+    task_ids = decided_tasks(context.instance, bench.artifacts(), doc.generation)
     aggs = _load_aggregates(context.instance, task_ids)
     markdown = report_mod.render_markdown(doc, aggs)
     folder = bench.artifacts().report(str(md["digest"]))

@@ -43,6 +43,7 @@ from bench_assets.driver.instance import (
 from bench_assets.driver.plan import (  # re-exported for the CLI
     NothingToEvaluate,
     choose,
+    generation_tasks,
     history,
     plan_task,
     prior_cells,
@@ -175,6 +176,7 @@ def _submit_task(
     artifact_root: str,
     done_before: Manifest | None,
     progress: Callable[[str], None],
+    tasks: list[str],
 ) -> tuple[list[PlannedCell], int]:
     """Plan one task (or take its plan from before a resume), record it, submit what is unpaid.
 
@@ -194,7 +196,9 @@ def _submit_task(
         prior = prior_cells(instance, task, keys, roles)
         res = BenchResource(tasks_dir=str(bench.root), artifact_root=artifact_root)
         inputs = load_cell_inputs(instance, res, task, candidate=True)
-        task_plan = plan_task(bench, task, inputs, prior, generation, dt.datetime.now(dt.UTC))
+        task_plan = plan_task(
+            bench, task, inputs, prior, generation, dt.datetime.now(dt.UTC), tasks=tasks
+        )
         planned = manifest_cells(task_plan, prior)
         write_task(folder, TaskManifest(generation=generation, task=task, cells=planned))
     submitted = 0
@@ -239,6 +243,7 @@ def _pay(
     folder: Path,
     progress: Callable[[str], None],
     tally: GenerationTally,
+    tasks: list[str],
 ) -> tuple[list[PlannedCell], list[dict[str, Any]], str]:
     """Build inputs, plan and pay every task's cells; returns the plan, paid cells, stop reason.
 
@@ -258,9 +263,9 @@ def _pay(
     submitted = 0
     tries: dict[str, int] = {}
     done_before = load_manifest(folder)
-    cells_of = {t: bench.config.runs * len(bench.arms_for(t)) for t in bench.task_ids()}
+    cells_of = {t: bench.config.runs * len(bench.arms_for(t)) for t in tasks}
     tally.start(tasks=len(cells_of), cells=sum(cells_of.values()))
-    for task in bench.task_ids():
+    for task in tasks:
         ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
     while ex.pending():
         for done in ex.poll(POLL_S):
@@ -284,6 +289,7 @@ def _pay(
                     artifact_root=artifact_root,
                     done_before=done_before,
                     progress=progress,
+                    tasks=tasks,
                 )
                 plan += task_plan
                 submitted += n
@@ -370,6 +376,7 @@ def evolve(
     in_process: bool | None = None,
     workspace: Path | None = None,
     tally: GenerationTally | None = None,
+    include_expensive: bool = False,
 ) -> EvolveResult:
     """Run one generation end to end (see module docstring).
 
@@ -384,6 +391,8 @@ def evolve(
             ``$WFBENCH_IN_PROCESS`` (``1`` = in process).
         workspace: A workspace file naming the code location runs are submitted to.
         tally: Counts cells (done/total fixed up front), spend and ETA for a live display.
+        include_expensive: Plan ``expensive: true`` tasks too (left out by default; a resumed
+            generation keeps the selection it was planned with).
     """
 
     bench = load_benchmark(Path(tasks_dir))
@@ -406,7 +415,34 @@ def evolve(
             in_process=in_process,
             workspace=workspace,
             tally=tally or GenerationTally(),
+            include_expensive=include_expensive,
         )
+
+
+def _selection(
+    bench: Benchmark,
+    resumed_tasks: list[str] | None,
+    include_expensive: bool,
+    progress: Callable[[str], None],
+) -> list[str]:
+    """The generation's tasks: :func:`generation_tasks`, or a resumed generation's own choice.
+
+    A generation planned with (or without) its expensive tasks is finished the same way, so a
+    weekly tick resuming a generation started with ``--include-expensive`` does not refuse it.
+    """
+    tasks = generation_tasks(bench, include_expensive=include_expensive)
+    if resumed_tasks is not None and resumed_tasks in (
+        generation_tasks(bench, include_expensive=True),
+        generation_tasks(bench, include_expensive=False),
+    ):
+        tasks = list(resumed_tasks)
+    left_out = sorted(set(bench.task_ids()) - set(tasks))
+    if left_out:
+        progress(
+            f"leaving out expensive task(s) {', '.join(left_out)} "
+            "(select them with --include-expensive)"
+        )
+    return tasks
 
 
 def _evolve_locked(
@@ -419,6 +455,7 @@ def _evolve_locked(
     in_process: bool | None,
     workspace: Path | None,
     tally: GenerationTally,
+    include_expensive: bool,
 ) -> EvolveResult:
     """The generation, under the writer lock: resume an unfinished one, or start the next."""
     from bench_assets.defs.cells import candidate_overlay
@@ -439,6 +476,7 @@ def _evolve_locked(
         progress(f"proposer ({bench.config.proposer.kind}) is writing a candidate overlay ...")
         generation, candidate, bench = propose_candidate(bench, instance, artifacts)
     progress(f"generation {generation}: candidate {candidate}")
+    tasks = _selection(bench, resumed.tasks if resumed else None, include_expensive, progress)
     sync_instance(instance, bench)
     sandbox.preflight()
     stale = remove_stale_work(artifacts)
@@ -460,7 +498,7 @@ def _evolve_locked(
         candidate=candidate,
         overlay_digest=str(latest_metadata(instance, "candidate_overlay", None)["digest"]),
         skills_digest=str(latest_metadata(instance, "incumbent_skills", None)["digest"]),
-        tasks=bench.task_ids(),
+        tasks=tasks,
         tasks_dir=tasks_dir,
         tasks_digest=tree_digest(bench.root, exclude=WATCH_EXCLUDE),
         created_at=manifest_now(),
@@ -481,7 +519,7 @@ def _evolve_locked(
         )
         write_header(folder, header)
     require_tasks_unchanged(bench.root, folder)
-    verify_stored_inputs(instance, bench, artifacts, progress)
+    verify_stored_inputs(instance, bench, artifacts, progress, tasks=tasks)
     if in_process is None:
         in_process = os.environ.get("WFBENCH_IN_PROCESS", "") in ("1", "true", "yes")
     executor: InProcessExecutor | QueueExecutor
@@ -506,6 +544,7 @@ def _evolve_locked(
             folder=folder,
             progress=progress,
             tally=tally,
+            tasks=tasks,
         )
     require_tasks_unchanged(bench.root, folder)
     aborted = bool(stop_reason)
@@ -515,7 +554,7 @@ def _evolve_locked(
     try:
         out = materialize_decision(
             instance,
-            bench.task_ids(),
+            tasks,
             tasks_dir=tasks_dir,
             artifact_root=artifact_root,
             generation=generation,

@@ -50,6 +50,15 @@ class NothingToEvaluate(Exception):
     """No queued candidate is left to evaluate."""
 
 
+def generation_tasks(bench: Benchmark, *, include_expensive: bool = False) -> list[str]:
+    """The tasks a generation plans: every task but ``expensive: true`` ones unless selected.
+
+    The one place the selection is made; ``wfbench plan``, ``wfbench evolve`` and the weekly job
+    pass its result down (planning, canaries, inputs, progress total, manifest, decision).
+    """
+    return bench.task_ids(include_expensive=include_expensive)
+
+
 def history(
     instance: dg.DagsterInstance, artifacts: ArtifactStore
 ) -> tuple[list[str | None], list[str | None]]:
@@ -143,22 +152,23 @@ def prior_cells(
 _canary_memo: list[Any] = []
 
 
-def generation_canaries(bench: Benchmark, generation: str) -> set[CellKey]:
-    """The generation's canary cells, chosen once over every task (memoized per benchmark).
+def generation_canaries(bench: Benchmark, generation: str, tasks: list[str]) -> set[CellKey]:
+    """The generation's canary cells, chosen once over its ``tasks`` (memoized per benchmark).
 
     :func:`plan_task` is called once per task; choosing over all N tasks on each call made a
     generation's planning quadratic.
     """
-    if _canary_memo and _canary_memo[0] is bench and _canary_memo[1] == generation:
+    key = (generation, tuple(tasks))
+    if _canary_memo and _canary_memo[0] is bench and _canary_memo[1] == key:
         return set(_canary_memo[2])
     chosen = choose_canaries(
-        bench.task_ids(),
+        tasks,
         bench.config.comparator_arms(),
         bench.config.runs,
         generation,
         bench.config.reuse.canaries,
     )
-    _canary_memo[:] = [bench, generation, frozenset(chosen)]
+    _canary_memo[:] = [bench, key, frozenset(chosen)]
     return chosen
 
 
@@ -170,9 +180,16 @@ def plan_task(
     generation: str,
     now: dt.datetime,
     arms: list[str] | None = None,
+    *,
+    tasks: list[str] | None = None,
 ) -> list[PlannedCell]:
-    """Plan one task's cells (of ``arms``, default all) from current inputs and prior records."""
-    return _plan(bench, {task: inputs}, prior, generation, now, arms)
+    """Plan one task's cells (of ``arms``, default all) from current inputs and prior records.
+
+    ``tasks`` is the generation's task selection (canaries are chosen over it); default
+    :func:`generation_tasks`.
+    """
+    selection = tasks if tasks is not None else generation_tasks(bench)
+    return _plan(bench, {task: inputs}, prior, generation, now, arms, selection)
 
 
 def _plan(
@@ -182,6 +199,7 @@ def _plan(
     generation: str,
     now: dt.datetime,
     arms: list[str] | None,
+    tasks: list[str],
 ) -> list[PlannedCell]:
     roles = {name: arm.role for name, arm in bench.config.arms.items()}
     chosen = sorted(arms if arms is not None else bench.config.arms)
@@ -200,7 +218,7 @@ def _plan(
         current=current,
         prior=prior,
         roles=roles,  # type: ignore[arg-type]
-        canary_cells=generation_canaries(bench, generation),
+        canary_cells=generation_canaries(bench, generation, tasks),
         max_age_days=bench.config.reuse.max_age_days,
         now=now,
     )
@@ -287,14 +305,16 @@ def plan_cells(
     arms: list[str],
     now: dt.datetime,
     progress: Callable[[str], None] = lambda m: None,
+    tasks: list[str] | None = None,
 ) -> list[PlannedCell]:
-    """Plan every task's cells of ``arms`` at once, as the generation would (``wfbench plan``).
+    """Plan the cells of ``arms`` of every selected task at once, as the generation would
+    (``wfbench plan``); ``tasks`` is the selection, default :func:`generation_tasks`.
 
     Input identities come from the stored input assets (:func:`stored_input_identities`); a
     task whose stored inputs cannot stand for it now is built directly instead
     (:func:`~bench_assets.cells.build_cell_inputs`, the only case that runs git), and said so.
     """
-    task_ids = bench.task_ids()
+    task_ids = tasks if tasks is not None else generation_tasks(bench)
     identities: dict[str, CellInputs | InputIdentity] = {}
     stored, unusable = stored_input_identities(instance, bench, task_ids, candidate=candidate)
     identities.update(stored)
@@ -305,4 +325,4 @@ def plan_cells(
     keys = [(t, a, r) for t in task_ids for a in arms for r in range(bench.config.runs)]
     prior = prior_cells(instance, None, keys, roles)
     ordered = {t: identities[t] for t in task_ids}
-    return _plan(bench, ordered, prior, generation, now, arms)
+    return _plan(bench, ordered, prior, generation, now, arms, task_ids)

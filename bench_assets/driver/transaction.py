@@ -167,13 +167,15 @@ def verify_stored_inputs(
     bench: Benchmark,
     artifacts: ArtifactStore,
     progress: Callable[[str], None],
+    tasks: list[str] | None = None,
 ) -> None:
-    """Before anything is paid: every task's stored oracle snapshot and template still verify.
+    """Before anything is paid: each task's (of ``tasks``, default every task) stored oracle
+    snapshot and template still verify.
 
     A corrupted one is discarded, so this generation's input run builds it again from the task
     (and fails closed, naming the file, if the task's own files no longer match its binding).
     """
-    for task in bench.task_ids():
+    for task in tasks if tasks is not None else bench.task_ids():
         oracle_md = latest_metadata(instance, "oracle_snapshots", task)
         graph_md = latest_metadata(instance, "sanitized_graphs", task)
         snapshot = None

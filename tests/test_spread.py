@@ -112,7 +112,7 @@ def test_scatter_draws_min_max_bars_only_where_there_is_a_spread() -> None:
     assert set(bars) == {("wide", "x"), ("wide", "y")}  # solo: one run per arm, no bar
     assert set(circles) == {"wide", "solo"}
     cx, cy = circles["wide"]
-    assert (cx, cy) == (pytest.approx(x(0.2), abs=0.1), pytest.approx(y(0.1), abs=0.1))
+    assert cx == pytest.approx(x(0.2), abs=0.1) and cy == pytest.approx(y(0.1), abs=0.1)
     # Horizontal bar: the incumbent's min–max cost, through the point; then its two caps.
     bar, lo_cap, hi_cap = bars[("wide", "x")]
     assert bar == pytest.approx([x(0.1), cy, x(0.4), cy], abs=0.1)

@@ -253,7 +253,8 @@ def scatter_svg(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -
         anchor = "end" if cx > size / 2 else "start"
         dx = -9 if anchor == "end" else 9
         out.append(
-            f'<text x="{cx + dx:.1f}" y="{cy + 4:.1f}" class="a" text-anchor="{anchor}">'
+            f'<text x="{cx + dx:.1f}" y="{cy + 4:.1f}" class="a" text-anchor="{anchor}" '
+            'stroke="#fff" stroke-width="3" paint-order="stroke">'
             f"{html.escape(task)}</text>"
         )
     if not points:

@@ -51,8 +51,9 @@ def min_max(values: Iterable[float | int | None]) -> Spread | None:
     return Spread(min=min(seen), max=max(seen), runs=len(seen))
 
 
-ERROR_BAR_LEGEND = "bars: min–max cost over valid runs (↔ incumbent, ↕ candidate)"
-"""The caption the report's scatter shows when it draws any bar."""
+ERROR_BAR_LEGEND = "bars: min–max cost over valid runs"
+"""The caption the report's scatter shows when it draws any bar (the page caption below the
+chart says which bar is which arm)."""
 
 
 def bar_spread(spread: Spread | None) -> Spread | None:

@@ -9,7 +9,8 @@
 * **medians** are taken over valid runs only. A nullable metric (tokens, cost, turns, agent time)
   is ``None`` when any valid run left it unmeasured — one unmeasured run poisons the arm's median
   rather than letting the median quietly come from fewer, possibly cheaper, runs; every median is
-  ``None`` when there is no valid run. Unmeasured is never 0.
+  ``None`` when there is no valid run. Unmeasured is never 0. ``cost_usd_spread`` (the min–max
+  the report draws as error bars) follows the same rules (:mod:`bench_assets.spread`).
 * ``skill-not-invoked`` runs are valid negatives: they enter the medians and ``valid_runs`` (the
   seed harness's deliberately pinned gap — filtering them would bias the medians toward
   promotion), but they count as failed measurements for health.
@@ -56,6 +57,7 @@ from bench_assets.errorkinds import ErrorKind, is_excluded, is_health_failure
 from bench_assets.errors import EvidenceError
 from bench_assets.records import CellRecord
 from bench_assets.review_scoring import ReviewScore, ReviewSummary, reduce_scores
+from bench_assets.spread import Spread, min_max
 
 SCHEMA_VERSION = 1
 OUTSIDE_GENERATIONS = "outside any generation"
@@ -272,6 +274,9 @@ class ArmAggregate(BaseModel):
     review: ReviewSummary | None = None
     """Review arms: the review metrics folded over valid runs (see
     :func:`bench_assets.review_scoring.reduce_scores`); None on other arms."""
+    cost_usd_spread: Spread | None = None
+    """Min–max of ``cost_usd`` over valid runs; None when unknown (see
+    :mod:`bench_assets.spread`, or an aggregate written before the field existed)."""
 
 
 class TaskAggregate(BaseModel):
@@ -479,6 +484,11 @@ def aggregate_task(
                 count("fresh"), count("admissible"), (str(x) for x in failed_kinds)
             ),
             review=_review_summary([it.record for it in items if it.record.arm == arm]),
+            cost_usd_spread=min_max(
+                it.record.cost_usd
+                for it in items
+                if it.record.arm == arm and not is_excluded(it.record.error_kind)
+            ),
             **median_values,
         )
 

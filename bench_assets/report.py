@@ -3,7 +3,9 @@
 The HTML has no external assets (inline CSS and SVG, no JavaScript), so it opens anywhere and can
 be attached to a review. Charts: per task, resolve rate and median cost by arm (grouped bars), and
 a candidate-vs-incumbent scatter of median cost per task (points below the diagonal are tasks the
-candidate made cheaper; hollow points are tasks where it resolved less).
+candidate made cheaper; hollow points are tasks where it resolved less). The scatter's error bars
+are the min–max cost over each arm's valid runs (horizontal: incumbent, vertical: candidate); a
+point with one valid run or an unknown spread has no bar.
 """
 
 import html
@@ -15,6 +17,7 @@ from typing import Any
 from bench_assets.aggregate import ArmAggregate, TaskAggregate
 from bench_assets.documents import DecisionDocument
 from bench_assets.gate import Decision
+from bench_assets.spread import ERROR_BAR_LEGEND, bar_spread, error_bar_svg
 
 REPORT_URL_ENV = "WFBENCH_REPORT_URL"
 """Base URL where the artifact root's ``reports/`` folder is served (``make ui`` serves it)."""
@@ -193,8 +196,13 @@ def _bars(title: str, aggs: Sequence[TaskAggregate], arms: list[str], value: str
     return "\n".join(out)
 
 
-def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> str:
-    size, pad = 360, 50
+SCATTER_SIZE, SCATTER_PAD = 360, 50
+"""The scatter's square viewBox side and its plot margin, in SVG units."""
+
+
+def scatter_svg(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> str:
+    """Candidate vs incumbent median cost per task, with min–max error bars (see the docstring)."""
+    size, pad = SCATTER_SIZE, SCATTER_PAD
     points = []
     for agg in aggs:
         inc, cand = agg.arms.get(incumbent), agg.arms.get(candidate)
@@ -203,8 +211,11 @@ def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> s
         if inc.median_cost_usd is None or cand.median_cost_usd is None:
             continue
         worse = (_rate(cand) or 0.0) < (_rate(inc) or 0.0)
-        points.append((agg.task, inc.median_cost_usd, cand.median_cost_usd, worse))
-    vmax = max([max(p[1], p[2]) for p in points] + [1e-9]) * 1.1
+        spreads = (bar_spread(inc.cost_usd_spread), bar_spread(cand.cost_usd_spread))
+        points.append((agg.task, inc.median_cost_usd, cand.median_cost_usd, worse, spreads))
+    tops = [v for p in points for v in (p[1], p[2])]
+    tops += [s.max for p in points for s in p[4] if s is not None]
+    vmax = max(tops + [1e-9]) * 1.1
     scale = (size - 2 * pad) / vmax
     out = [
         f'<svg viewBox="0 0 {size} {size}" role="img" aria-label="candidate vs incumbent" '
@@ -221,7 +232,17 @@ def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> s
         f"{vmax:.2g}</text>",
         f'<text x="{pad - 6}" y="{pad + 4}" class="a" text-anchor="end">{vmax:.2g}</text>',
     ]
-    for task, x, y, worse in points:
+    if any(s is not None for p in points for s in p[4]):
+        out.append(f'<text x="{pad}" y="34" class="a">{html.escape(ERROR_BAR_LEGEND)}</text>')
+    for task, x, y, _, (inc_s, cand_s) in points:
+        cx, cy = pad + x * scale, size - pad - y * scale
+        if inc_s is not None:
+            ends = (pad + inc_s.min * scale, pad + inc_s.max * scale)
+            out.append(error_bar_svg(task, incumbent, "x", inc_s, ends, cy))
+        if cand_s is not None:
+            ends = (size - pad - cand_s.min * scale, size - pad - cand_s.max * scale)
+            out.append(error_bar_svg(task, candidate, "y", cand_s, ends, cx))
+    for task, x, y, worse, _ in points:
         cx, cy = pad + x * scale, size - pad - y * scale
         fill = "none" if worse else PALETTE[1]
         out.append(
@@ -232,7 +253,8 @@ def _scatter(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> s
         anchor = "end" if cx > size / 2 else "start"
         dx = -9 if anchor == "end" else 9
         out.append(
-            f'<text x="{cx + dx:.1f}" y="{cy + 4:.1f}" class="a" text-anchor="{anchor}">'
+            f'<text x="{cx + dx:.1f}" y="{cy + 4:.1f}" class="a" text-anchor="{anchor}" '
+            'stroke="#fff" stroke-width="3" paint-order="stroke">'
             f"{html.escape(task)}</text>"
         )
     if not points:
@@ -293,13 +315,14 @@ svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:60
 {_html_table(TASK_COLUMNS, task_rows(decision))}
 {_bars("Resolve rate by task and arm", aggs, arms, "rate", "")}
 {_bars("Median cost ($) by task and arm", aggs, arms, "cost", "")}
-{_scatter(aggs, incumbent, candidate)}
+{scatter_svg(aggs, incumbent, candidate)}
 <table><tr><th>task</th><th>arm</th><th>resolved</th><th>median cost $</th><th>tokens</th>
 <th>excluded</th><th>verify✓ oracle✗</th><th>fresh/reused</th><th>health</th></tr>
 {"".join(md_rows)}</table>
 <p>Scatter: points below the dashed diagonal are tasks the candidate made cheaper; hollow points
-are tasks where it resolved fewer runs. Values are medians over valid runs; n/a = unmeasured
-(never counted as 0).</p>
+are tasks where it resolved fewer runs; error bars are the min–max cost over each arm's valid runs
+(horizontal: incumbent, vertical: candidate; none for a single run or an unknown spread). Values
+are medians over valid runs; n/a = unmeasured (never counted as 0).</p>
 <h2>How to read this</h2>
 <ul>{notes}</ul>
 </body></html>

@@ -131,6 +131,8 @@ def test_decision_is_recorded_with_lineage_report_and_ledger(
     # health UNKNOWN and the non-inferiority confidence; the UI links the decision to it.
     assert "candidate c1 (overlay " in html and "Gate, per task" in html
     assert re.search(r'<text [^>]*class="a"[^>]*>alpha</text>', html)
+    # One run per arm: the scatter point has no error bar; the caption still says what bars are.
+    assert 'class="eb"' not in html and "error bars are the min–max cost" in html
     assert "UNKNOWN: no fresh attempt" in html and "one-sided confidence" in html
     assert str(d["report_url"]).endswith(f"/{d['digest']}/report.html")
     assert out["report"]["report_url"] == d["report_url"]

@@ -78,6 +78,7 @@ TARGET_PLAN_S = 10.0
 TARGET_PLAN_MB = 1024.0
 TARGET_GROWTH = 12.0
 ORCHESTRATION_CELLS = 8
+SCALE_ARMS = ("baseline", "workflow", "candidate_workflow")
 
 
 def _log(msg: str) -> None:
@@ -97,7 +98,11 @@ def make_suite(n: int, dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    shutil.copy(DEMO / "bench.yaml", dest / "bench.yaml")
+    # The demo's three implementation arms (its review and two-phase arms have their own tasks
+    # and replays): 9 cells per task.
+    bench = yaml.safe_load((DEMO / "bench.yaml").read_text())
+    bench["arms"] = {a: bench["arms"][a] for a in SCALE_ARMS}
+    (dest / "bench.yaml").write_text(yaml.safe_dump(bench, sort_keys=False))
     for name in ("skills", "candidates"):
         shutil.copytree(DEMO / name, dest / name)
     # A third queued candidate, so the plan after g0002 still plans all 9 cells per task.

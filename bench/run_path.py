@@ -21,8 +21,8 @@ Each measurement uses a fresh temporary copy of ``tasks/`` (only the first K tas
 Dagster instance (a copy of ``dagster_home/dagster.yaml``) and a fresh artifact root.
 
 Run: ``.venv/bin/python bench/run_path.py [--sleep 60] [--tasks 3] [--runs 2] [--sessions 3]
-[--json]``. With the defaults: 3 tasks x 3 arms x 2 runs = 18 cells of 60 s on 3 slots, an ideal
-cell phase of about 6 minutes.
+[--json]``. With the defaults: 3 tasks x the demo's 4 implementation arms x 2 runs = 24 cells of
+60 s on 3 slots, an ideal cell phase of about 8 minutes.
 """
 
 import argparse

@@ -103,7 +103,9 @@ class SessionContext:
     @property
     def env_vars(self) -> dict[str, str]:
         """``PYTHONPATH`` naming the task environment, so the agent's own test runs see it."""
-        return {"PYTHONPATH": ":".join(m.dest for m in self.env_mounts)} if self.env_mounts else {}
+        from bench_assets.environments import env_pythonpath
+
+        return env_pythonpath(tuple(m.dest for m in self.env_mounts))
 
 
 def session_sandbox(

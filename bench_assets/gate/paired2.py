@@ -334,8 +334,11 @@ def _cost(
     if bounds.upper < -margin and improvement.estimate >= policy.min_improvement:
         verdict, effect, ending = "improved", "pass", "significant improvement."
     elif bounds.lower > math.log1p(-policy.min_improvement):
-        verdict, effect, ending = "not_improved", "keep", "confidently below the required "
-        ending += "improvement."
+        verdict, effect, ending = (
+            "not_improved",
+            "keep",
+            "confidently below the required improvement.",
+        )
     else:
         verdict, effect, ending = "inconclusive", "inconclusive", "improvement not shown."
     findings.append(

@@ -934,9 +934,13 @@ class BenchConfig(_Strict):
         """Comparator arm names, sorted."""
         return sorted(n for n, a in self.arms.items() if a.role == "comparator")
 
-    def candidate_arms(self) -> list[str]:
-        """Candidate arm names, sorted."""
-        return sorted(n for n, a in self.arms.items() if a.role == "candidate")
+    def candidate_arms(self, kind: Literal["implementation", "review"] | None = None) -> list[str]:
+        """Candidate arm names, sorted; only those of ``kind`` when given."""
+        return sorted(
+            n
+            for n, a in self.arms.items()
+            if a.role == "candidate" and (kind is None or a.kind == kind)
+        )
 
 
 # --------------------------------------------------------------------------------------------

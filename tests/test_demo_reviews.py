@@ -125,3 +125,12 @@ def test_review_arms_run_on_review_tasks_only_and_the_progress_total_counts_that
     ]
     total = sum(bench.config.runs * len(bench.arms_for(t)) for t in bench.task_ids())
     assert total == 78
+
+
+def test_candidate_arms_by_kind() -> None:
+    """The implementation gate (and its pooled comparator history) and the review gate each pick
+    their own candidates; with both kinds in one bench, neither sees two candidates."""
+    cfg = load_benchmark(DEMO_TASKS).config
+    assert cfg.candidate_arms() == ["candidate_review", "candidate_workflow"]
+    assert cfg.candidate_arms("implementation") == ["candidate_workflow"]
+    assert cfg.candidate_arms("review") == ["candidate_review"]

@@ -332,7 +332,7 @@ def gate_input(
     """The gate's input, built from the aggregates' evidence rows (and, for the ``paired``
     policy, the comparator's pooled history, :mod:`bench_assets.pool`)."""
     # Review candidates are decided by their own policy (gate.review); this is the other one.
-    candidates = [c for c in bench.config.candidate_arms() if bench.config.arms[c].kind != "review"]
+    candidates = bench.config.candidate_arms("implementation")
     if len(candidates) != 1:
         raise InputError(
             f"{bench.root / 'bench.yaml'}: arms: the decision needs exactly one implementation "
@@ -384,7 +384,7 @@ def _pooled_history(
 ) -> list[gate_mod.RunOutcome]:
     """Earlier records of the comparator's cells, as :func:`bench_assets.pool.pooled_outcomes`
     reads them (one materialization query per comparator cell)."""
-    cand = bench.config.candidate_arms()
+    cand = bench.config.candidate_arms("implementation")
     inc = bench.config.arms[cand[0]].pairs_with if len(cand) == 1 else None
     if not inc:
         return []
@@ -413,10 +413,8 @@ def review_gate_inputs(
 ) -> list[review_gate.ReviewGateInput]:
     """One review-gate input per review candidate arm, from the aggregates' evidence rows."""
     out = []
-    for cand in bench.config.candidate_arms():
+    for cand in bench.config.candidate_arms("review"):
         arm = bench.config.arms[cand]
-        if arm.kind != "review":
-            continue
         inc = arm.pairs_with or ""
         tasks = [a.task for a in aggs if arm.applies_to(bench.task(a.task).spec)]
         outcomes = [
@@ -458,10 +456,8 @@ def required_reviews(bench: Benchmark, overlay_files: Path) -> list[str]:
         p.relative_to(overlay_files).parts[0] for p in overlay_files.rglob("*") if p.is_file()
     }
     out = []
-    for name in bench.config.candidate_arms():
+    for name in bench.config.candidate_arms("review"):
         arm = bench.config.arms[name]
-        if arm.kind != "review":
-            continue
         skills = {
             getattr(arm.agent, "expected_skill", None),
             *(p.expected_skill for p in arm.phases),

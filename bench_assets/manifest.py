@@ -24,10 +24,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from bench_assets.errors import InputError, RecordCorrupt
 from bench_assets.fsutil import atomic_write_json, read_model
+from bench_assets.gate.models import Look
 from bench_assets.records import CellRecord, load_record
 
 SCHEMA_VERSION = 1
@@ -71,6 +72,9 @@ class ManifestCell(_Doc):
     source_run_id: str | None = None
     """For a reused cell: the run whose materialization is the evidence."""
     source_data_version: str | None = None
+    look: int = Field(default=1, ge=1)
+    """The sequential look that planned the cell (1: the generation's plan; later: a top-up or a
+    comparator re-payment, see :class:`LookRecord`)."""
 
 
 class TaskManifest(_Doc):
@@ -249,6 +253,82 @@ def accept(
             "",
         )
     return None, why
+
+
+class LookRecord(_Doc):
+    """A sequential look that did not decide: what it saw and the cells it added.
+
+    Written (``looks/look-<k>.json``) before any of its cells is merged into the task manifests
+    or paid, so a generation killed mid-top-up resumes at the same look with the same cells. The
+    final decision reads every record: its look number is one more than theirs, and their
+    statistics are its ``prior_looks``.
+    """
+
+    schema_version: Literal[1] = 1
+    generation: str
+    look: int = Field(ge=1)
+    action: Literal["top_up", "repay_comparator"]
+    decided_at: str
+    statistics: Look
+    """The gate's statistics at this look."""
+    reasons: list[str]
+    """The gate's reasons at this look (why it did not decide)."""
+    candidate_runs: int = Field(ge=1)
+    """Candidate runs per task planned once this look's cells are paid."""
+    drop_pooled: bool
+    """The comparator's pooled history is set aside from here on (drift beyond the tolerance)."""
+    cells: list[ManifestCell]
+    """The cells this look plans: new top-up cells, or comparator cells re-planned as fresh."""
+
+
+def look_path(folder: Path, look: int) -> Path:
+    """One look's record in a generation's folder."""
+    return folder / "looks" / f"look-{look}.json"
+
+
+def write_look(folder: Path, record: LookRecord) -> None:
+    """Write a look record (atomically), before its cells are planned into the task manifests."""
+    atomic_write_json(look_path(folder, record.look), record.model_dump(mode="json"))
+
+
+def load_looks(folder: Path) -> list[LookRecord]:
+    """The generation's non-deciding looks, in order (1, 2, …; a gap is an error)."""
+    out: list[LookRecord] = []
+    while look_path(folder, len(out) + 1).exists():
+        path = look_path(folder, len(out) + 1)
+        rec = _load(path, LookRecord)
+        assert isinstance(rec, LookRecord)
+        if rec.look != len(out) + 1 or (out and rec.generation != out[0].generation):
+            raise InputError(f"{path}: look {rec.look} of {rec.generation} is out of sequence")
+        out.append(rec)
+    stray = sorted(p.name for p in (folder / "looks").glob("look-*.json")) if out else []
+    if len(stray) > len(out):
+        raise InputError(f"{folder / 'looks'}: look records {', '.join(stray)} have a gap")
+    return out
+
+
+def merge_look(folder: Path, record: LookRecord) -> int:
+    """Plan a look's cells into the task manifests (idempotent); returns the cells changed.
+
+    A cell of the same key is replaced (a comparator cell re-planned fresh), a new key is added.
+    """
+    changed = 0
+    by_task: dict[str, list[ManifestCell]] = {}
+    for c in record.cells:
+        by_task.setdefault(c.task, []).append(c)
+    for task, cells in sorted(by_task.items()):
+        path = task_path(folder, task)
+        tm = _load(path, TaskManifest)
+        assert isinstance(tm, TaskManifest)
+        new = {c.cell: c for c in cells}
+        merged = [new.get(c.cell, c) for c in tm.cells]
+        have = {c.cell for c in tm.cells}
+        merged += [c for c in cells if c.cell not in have]
+        diff = sum(1 for c in merged if c not in tm.cells)
+        if diff:
+            changed += diff
+            write_task(folder, tm.model_copy(update={"cells": merged}))
+    return changed
 
 
 def now_iso() -> str:

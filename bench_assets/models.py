@@ -711,9 +711,10 @@ class PolicyConfig(_Strict):
     max_pooled_runs: int = Field(default=9, ge=0, le=100)
     """Most earlier-generation comparator runs pooled per task (newest first)."""
     max_looks: int = Field(default=1, ge=1, le=5)
-    """Sequential looks at the candidate: before the last, inconclusive evidence asks for top-up
-    runs (``Decision.next_action``). The generation does not buy top-up cells yet, so it decides
-    at the last look (levels stay split over ``max_looks``); the calibration plays the top-ups."""
+    """Sequential looks at the candidate (paired only): at a look before the last, inconclusive
+    evidence makes the generation pay ``top_up_runs`` more candidate runs per task (new
+    ``<arm>.r<k>`` cells, ``k`` ≥ ``runs``) and look again; drift beyond the tolerance makes it
+    re-pay the comparator's reused cells fresh. The levels are split over ``max_looks``."""
     top_up_runs: int = Field(default=2, ge=1, le=20)
     """Candidate runs per task added before each further look (new ``<arm>.r<k>`` cells)."""
     futility_t: float = -1.0
@@ -933,6 +934,19 @@ class BenchConfig(_Strict):
     def comparator_arms(self) -> list[str]:
         """Comparator arm names, sorted."""
         return sorted(n for n, a in self.arms.items() if a.role == "comparator")
+
+    def arm_runs(self, arm: str) -> int:
+        """Most runs per task ``arm`` can be planned in a generation: ``runs``, plus the
+        sequential top-ups of the implementation candidate under the ``paired`` policy (its cell
+        partitions ``<arm>.r<runs>`` … exist so a top-up is a visible partition, not a rename)."""
+        spec = self.arms[arm]
+        if (
+            spec.role == "candidate"
+            and spec.kind == "implementation"
+            and self.policy.name == "paired"
+        ):
+            return self.runs + (self.policy.max_looks - 1) * self.policy.top_up_runs
+        return self.runs
 
     def candidate_arms(self, kind: Literal["implementation", "review"] | None = None) -> list[str]:
         """Candidate arm names, sorted; only those of ``kind`` when given."""

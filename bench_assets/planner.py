@@ -91,7 +91,15 @@ class PlannedCell(BaseModel):
     action: Literal["run", "reuse"]
     reason: str
     kind: Literal[
-        "missing", "excluded", "expired", "code", "upstream", "candidate", "canary", "reusable"
+        "missing",
+        "excluded",
+        "expired",
+        "code",
+        "upstream",
+        "candidate",
+        "canary",
+        "reusable",
+        "drift",
     ]
     changed: list[str]
     prior_generation: str | None
@@ -153,7 +161,15 @@ class Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal[
-        "missing", "excluded", "expired", "code", "upstream", "candidate", "canary", "reusable"
+        "missing",
+        "excluded",
+        "expired",
+        "code",
+        "upstream",
+        "candidate",
+        "canary",
+        "reusable",
+        "drift",
     ]
     reason: str
     changed: list[str] = []

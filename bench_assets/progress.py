@@ -70,6 +70,13 @@ class GenerationTally:
             if submitted and self._first_paid is None:
                 self._first_paid = self.clock()
 
+    def more(self, *, cells: int, submitted: int) -> None:
+        """A sequential look planned ``cells`` more cells, ``submitted`` of them to be paid."""
+        with self._lock:
+            self.total += cells
+            self.submitted += submitted
+            self.carried += max(cells - submitted, 0)
+
     def cell_done(self, *, resolved: bool, error_kind: str | None, cost_usd: float | None) -> None:
         """A paid cell's run ended."""
         with self._lock:

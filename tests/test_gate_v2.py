@@ -11,10 +11,10 @@ from bench_assets.gate import Decision, GateInput, RunOutcome, decide
 from bench_assets.models import PolicyConfig
 from tests.test_gate import CAND, INC, NOW, Cells, costs, gate, row, rules, runs, world
 
-ONE_LOOK = PolicyConfig(name="paired")
-"""The default: one look (the generation does not buy top-up cells yet)."""
+ONE_LOOK = PolicyConfig(name="paired", max_looks=1)
+"""One look: the gate decides on the planned runs."""
 V2 = PolicyConfig(name="paired", max_looks=2)
-"""Two sequential looks, as bench/gate_calibration.py can play them."""
+"""Two sequential looks (the generation pays the top-ups, tests/test_sequential_looks.py)."""
 
 
 def v2(w: dict[str, Cells], policy: PolicyConfig = ONE_LOOK, **extra: object) -> Decision:
@@ -206,6 +206,20 @@ def test_drift_makes_an_unchanged_candidate_look_cheaper_but_not_promoted() -> N
     s = d.paired_v2
     assert s is not None and s.drift.estimate is not None and s.drift.estimate > 0.05
     assert d.decision != "promote"
+
+
+def test_large_drift_before_the_last_look_asks_to_repay_the_comparator() -> None:
+    """At look 1 of 2, drift beyond the tolerance asks the generation to re-pay the comparator's
+    reused cells (and set the pooled history aside); at the last look it stays insufficient."""
+    first = v2(_reused_world(0.5), V2)
+    assert first.next_action == "repay_comparator"
+    assert first.decision == "insufficient_evidence"
+    assert first.paired_v2 is not None
+    assert [lk.action for lk in first.paired_v2.looks] == ["repay_comparator"]
+    last = v2(_reused_world(0.5), V2, look=2, prior_looks=first.paired_v2.looks)
+    assert last.next_action == "decide" and last.decision == "insufficient_evidence"
+    # Negative control: no drift, no re-payment.
+    assert v2(_reused_world(0.0), V2).next_action != "repay_comparator"
 
 
 def test_reused_evidence_without_a_fresh_run_is_insufficient() -> None:

@@ -19,7 +19,7 @@ import yaml
 from bench_assets import binding as binding_mod
 from bench_assets import oracle as oracle_mod
 from bench_assets import overlay as overlay_mod
-from bench_assets.cellkeys import cell_keys, identity_digest, parse_cell_key
+from bench_assets.cellkeys import cell_key, identity_digest, parse_cell_key
 from bench_assets.cells import CellInputs, cell_identity, make_adapter, run_cell
 from bench_assets.defs.inputs import (
     incumbent_skills,
@@ -114,15 +114,28 @@ def candidate_overlay(
     )
 
 
-def bench_cell_keys(tasks_dir: str | None = None) -> tuple[list[str], list[str]]:
-    """Comparator and candidate cell keys from bench.yaml (empty when it cannot be read)."""
+def bench_cell_keys(
+    tasks_dir: str | None = None, *, top_ups: bool = False
+) -> tuple[list[str], list[str]]:
+    """Comparator and candidate cell keys from bench.yaml (empty when it cannot be read).
+
+    ``top_ups``: every partition key, the sequential top-up cells of the implementation candidate
+    included (``BenchConfig.arm_runs``) — what the assets are partitioned by; otherwise the
+    ``runs`` cells every generation plans.
+    """
     root = Path(tasks_dir or os.environ.get("WFBENCH_TASKS", "tasks"))
     try:
         raw = yaml.safe_load((root / "bench.yaml").read_text(encoding="utf-8"))
         cfg = BenchConfig.model_validate(raw)
     except Exception:  # invalid or missing: the sync sensor and `wfbench validate` report it
         return [], []
-    return cell_keys(cfg.runs, cfg.comparator_arms()), cell_keys(cfg.runs, cfg.candidate_arms())
+
+    def keys(arms: list[str]) -> list[str]:
+        return [
+            cell_key(a, r) for a in arms for r in range(cfg.arm_runs(a) if top_ups else cfg.runs)
+        ]
+
+    return keys(cfg.comparator_arms()), keys(cfg.candidate_arms())
 
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str, str]:
@@ -408,5 +421,5 @@ def build_cell_assets(
 @dg.definitions
 def cell_definitions() -> dg.Definitions:
     """Cell assets with keys from ``$WFBENCH_TASKS/bench.yaml`` (default ``tasks/``)."""
-    comparator, candidate = bench_cell_keys()
+    comparator, candidate = bench_cell_keys(top_ups=True)
     return dg.Definitions(assets=[candidate_overlay, *build_cell_assets(comparator, candidate)])

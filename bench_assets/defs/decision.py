@@ -328,9 +328,15 @@ def gate_input(
     aborted: bool,
     now: dt.datetime,
     pooled: list[gate_mod.RunOutcome] | None = None,
+    looks: list[manifest_mod.LookRecord] | None = None,
 ) -> gate_mod.GateInput:
     """The gate's input, built from the aggregates' evidence rows (and, for the ``paired``
-    policy, the comparator's pooled history, :mod:`bench_assets.pool`)."""
+    policy, the comparator's pooled history, :mod:`bench_assets.pool`).
+
+    ``looks``: the generation's earlier sequential looks (:class:`~bench_assets.manifest.
+    LookRecord`); this is the next one, and the candidate's planned runs include their top-ups.
+    ``None`` (a decision outside a generation, which nobody would top up): the last look.
+    """
     # Review candidates are decided by their own policy (gate.review); this is the other one.
     candidates = bench.config.candidate_arms("implementation")
     if len(candidates) != 1:
@@ -360,6 +366,7 @@ def gate_input(
     ]
     policy = bench.config.policy
     runs = bench.config.runs
+    cand_runs = looks[-1].candidate_runs if looks else runs
     return gate_mod.GateInput(
         policy=bench.config.policy,
         model=bench.config.model,
@@ -370,10 +377,36 @@ def gate_input(
         aborted=aborted,
         now=now,
         max_age_days=bench.config.reuse.max_age_days,
-        planned_runs={inc: runs, cand: runs},
-        # The planner does not buy sequential top-up cells yet: this decision is the last look.
-        look=policy.max_looks,
+        planned_runs={inc: runs, cand: cand_runs},
+        look=policy.max_looks if looks is None else min(len(looks) + 1, policy.max_looks),
+        prior_looks=[lr.statistics for lr in looks or []],
     )
+
+
+def generation_gate_input(
+    instance: dg.DagsterInstance,
+    b: Benchmark,
+    artifacts: ArtifactStore,
+    generation: str | None,
+    *,
+    aborted: bool,
+    now: dt.datetime,
+) -> tuple[gate_mod.GateInput, list[agg_mod.TaskAggregate]]:
+    """The gate input of a generation's next look (or of an ad-hoc decision), and its aggregates.
+
+    The decision asset and the generation driver's sequential looks both build it here, so an
+    interim look and the final decision read the same evidence the same way.
+    """
+    task_ids = decided_tasks(instance, artifacts, generation)
+    aggs = _load_aggregates(instance, task_ids)
+    looks = manifest_mod.load_looks(artifacts.generation(generation)) if generation else None
+    pooled = None
+    policy = b.config.policy
+    if policy.name == "paired" and policy.pooled_history:
+        if not any(lr.drop_pooled for lr in looks or []):
+            pooled = _pooled_history(instance, b, aggs, now)
+    inp = gate_input(b, aggs, aborted=aborted, now=now, pooled=pooled, looks=looks)
+    return inp, aggs
 
 
 def _pooled_history(
@@ -486,13 +519,14 @@ def promotion_decision(
     """Decide on the candidate from the aggregate of every task the generation planned."""
     b = bench.load()
     artifacts = bench.artifacts()
-    task_ids = decided_tasks(context.instance, artifacts, config.generation or None)
-    aggs = _load_aggregates(context.instance, task_ids)
-    now = dt.datetime.now(dt.UTC)
-    pooled = None
-    if b.config.policy.name == "paired" and b.config.policy.pooled_history:
-        pooled = _pooled_history(context.instance, b, aggs, now)
-    inp = gate_input(b, aggs, aborted=config.aborted, now=now, pooled=pooled)
+    inp, aggs = generation_gate_input(
+        context.instance,
+        b,
+        artifacts,
+        config.generation or None,
+        aborted=config.aborted,
+        now=dt.datetime.now(dt.UTC),
+    )
     decision = gate_mod.decide(inp)
     overlay_md = upstream_metadata(context.instance, candidate_overlay.key, None)
     skills_md = upstream_metadata(context.instance, incumbent_skills.key, None)

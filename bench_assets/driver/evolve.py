@@ -16,7 +16,6 @@ coordinator and launcher, so the UI shows them live and its pools bound concurre
 source), or :class:`~bench_assets.driver.runqueue.InProcessExecutor` for tests and debugging.
 """
 
-import dataclasses
 import datetime as dt
 import os
 from collections.abc import Callable
@@ -29,10 +28,8 @@ import dagster as dg
 from bench_assets import apply as apply_mod
 from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cellkeys import parse_cell_key
 from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
-from bench_assets.documents import load_cell
 from bench_assets.driver.instance import (
     INPUT_ASSETS,
     StepFailed,
@@ -40,6 +37,8 @@ from bench_assets.driver.instance import (
     materialize_decision,
     sync_instance,
 )
+from bench_assets.driver.looks import sequential_looks
+from bench_assets.driver.paying import POLL_S, CellPayer
 from bench_assets.driver.plan import (  # re-exported for the CLI
     NothingToEvaluate,
     choose,
@@ -49,28 +48,24 @@ from bench_assets.driver.plan import (  # re-exported for the CLI
     prior_cells,
     propose_candidate,
 )
-from bench_assets.driver.runqueue import Executor, InProcessExecutor, Job, QueueExecutor
+from bench_assets.driver.runqueue import InProcessExecutor, Job, QueueExecutor
 from bench_assets.driver.transaction import (
     GEN_TAG,
     WATCH_EXCLUDE,
-    candidates,
     clear_orphans,
     manifest_cells,
-    orphan_record,
     require_tasks_unchanged,
     unfinished,
     verify_stored_inputs,
 )
-from bench_assets.errorkinds import ErrorKind, is_systemic
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json
-from bench_assets.generation import OutageBreaker, SpendCap, writer_lock
+from bench_assets.generation import writer_lock
 from bench_assets.hashing import tree_digest, tree_manifest
 from bench_assets.manifest import (
     Manifest,
     ManifestHeader,
     TaskManifest,
-    accept,
     header_path,
     load_manifest,
     write_header,
@@ -91,8 +86,6 @@ __all__ = [
     "plan_task",
     "prior_cells",
 ]
-
-POLL_S = 1.0
 
 
 def quiet_dagster_warnings() -> None:
@@ -135,47 +128,12 @@ def _artifacts(artifact_root: str) -> ArtifactStore:
     )
 
 
-def _cell_summary(
-    instance: dg.DagsterInstance, job: Job, run_id: str, failure: Any
-) -> dict[str, Any]:
-    """What a paid cell ended as (a failed run is an infra error of that cell)."""
-    task, cell = job.label.split(" ", 1)
-    if failure is not None:
-        return {
-            "task": task,
-            "cell": cell,
-            "run_id": run_id or None,
-            "resolved": False,
-            "error_kind": ErrorKind.INFRA_ERROR.value,
-            "error_detail": str(failure),
-            "cost_usd": None,
-        }
-    asset = job.assets[0]
-    key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-    view = load_cell(task, cell, asset, latest_metadata(instance, asset, key))
-    record = view.record if view else None
-    return {
-        "task": task,
-        "cell": cell,
-        "run_id": run_id or (view.run_id if view else None),
-        "resolved": bool(record and record.resolved),
-        "error_kind": record.error_kind.value if record and record.error_kind else None,
-        "error_detail": record.error_detail if record else "record missing after the run",
-        "cost_usd": record.cost_usd if record else None,
-    }
-
-
 def _submit_task(
-    ex: Executor,
-    bench: Benchmark,
-    instance: dg.DagsterInstance,
+    payer: CellPayer,
     task: str,
     *,
-    generation: str,
     folder: Path,
-    artifact_root: str,
     done_before: Manifest | None,
-    progress: Callable[[str], None],
     tasks: list[str],
 ) -> tuple[list[PlannedCell], int]:
     """Plan one task (or take its plan from before a resume), record it, submit what is unpaid.
@@ -186,82 +144,39 @@ def _submit_task(
     from bench_assets.defs.cells import load_cell_inputs
     from bench_assets.defs.resources import BenchResource
 
+    bench, generation = payer.bench, payer.generation
     roles = {n: a.role for n, a in bench.config.arms.items()}
     keys = [(task, a, r) for a in bench.config.arms for r in range(bench.config.runs)]
     task_plan: list[PlannedCell] = []
     if done_before is not None and task in done_before.tasks:
         planned = done_before.tasks[task].cells
-        progress(f"{task}: planned before the interruption; paying only what is unpaid")
+        payer.progress(f"{task}: planned before the interruption; paying only what is unpaid")
     else:
-        prior = prior_cells(instance, task, keys, roles)
-        res = BenchResource(tasks_dir=str(bench.root), artifact_root=artifact_root)
-        inputs = load_cell_inputs(instance, res, task, candidate=True)
+        prior = prior_cells(payer.instance, task, keys, roles)
+        res = BenchResource(tasks_dir=str(bench.root), artifact_root=payer.artifact_root)
+        inputs = load_cell_inputs(payer.instance, res, task, candidate=True)
         task_plan = plan_task(
             bench, task, inputs, prior, generation, dt.datetime.now(dt.UTC), tasks=tasks
         )
         planned = manifest_cells(task_plan, prior)
         write_task(folder, TaskManifest(generation=generation, task=task, cells=planned))
-    submitted = 0
-    for mc in planned:
-        if mc.action != "run":
-            continue
-        known = candidates(instance, mc)
-        paid, _ = accept(mc, generation, known)
-        if paid is not None:
-            progress(f"  {task} {mc.cell}: already paid in {generation} (run {paid.run_id})")
-            continue
-        config: dict[str, Any] = {"force": mc.kind == "canary", "generation": generation}
-        orphan = orphan_record(ArtifactStore(Path(artifact_root)), mc, generation, known)
-        if orphan:
-            progress(f"  {task} {mc.cell}: adopting record {orphan} (paid before the interruption)")
-            config["adopt_record_id"] = orphan
-        ex.submit(
-            Job(
-                (mc.asset,),
-                str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell})),
-                op_config={mc.asset: config},
-                tags={
-                    GEN_TAG: generation,
-                    "dagster/partition/task": mc.task,
-                    "dagster/partition/cell": mc.cell,
-                },
-                label=f"{mc.task} {mc.cell}",
-            )
-        )
-        submitted += 1
-    return task_plan, submitted
+    return task_plan, payer.submit_planned(planned)
 
 
-def _pay(
-    ex: Executor,
-    bench: Benchmark,
-    instance: dg.DagsterInstance,
-    *,
-    tasks_dir: str,
-    artifact_root: str,
-    generation: str,
-    folder: Path,
-    progress: Callable[[str], None],
-    tally: GenerationTally,
-    tasks: list[str],
-) -> tuple[list[PlannedCell], list[dict[str, Any]], str]:
-    """Build inputs, plan and pay every task's cells; returns the plan, paid cells, stop reason.
+def _pay(payer: CellPayer, *, folder: Path, tasks: list[str]) -> list[PlannedCell]:
+    """Build inputs, plan and pay every task's cells; returns the plan.
 
-    The outage breaker and the spend cap observe each finished cell; when either trips, every
-    queued or running cell is canceled, no task's cells are submitted any more, and the reason is
-    returned (empty when neither tripped).
+    The outage breaker and the spend cap observe each finished cell (:class:`CellPayer`); when
+    either trips, every queued or running cell is canceled and no task's cells are submitted any
+    more.
 
     A task's manifest is written before any of its cells is submitted; a task that already has
     one (a resumed generation) is not planned again, and a planned cell already paid in this
     generation (verified like the decision verifies it) is not paid again — canaries included.
     """
-    gen_tags = {GEN_TAG: generation}
-    breaker = OutageBreaker(bench.config.limits.outage_streak)
-    spend = SpendCap(bench.config.limits.max_spend_usd)
+    bench, ex, tally = payer.bench, payer.ex, payer.tally
+    gen_tags = {GEN_TAG: payer.generation}
     plan: list[PlannedCell] = []
-    cells: list[dict[str, Any]] = []
-    submitted = 0
-    tries: dict[str, int] = {}
     done_before = load_manifest(folder)
     cells_of = {t: bench.config.runs * len(bench.arms_for(t)) for t in tasks}
     tally.start(tasks=len(cells_of), cells=sum(cells_of.values()))
@@ -269,102 +184,24 @@ def _pay(
         ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
     while ex.pending():
         for done in ex.poll(POLL_S):
-            if done.job.assets == INPUT_ASSETS:
-                task = str(done.job.partition)
-                if not done.ok:
-                    ex.cancel_all()
-                    assert done.failure is not None
-                    raise done.failure
-                progress(f"inputs ready: {task}")
-                if breaker.tripped or spend.tripped:
-                    continue
-                require_tasks_unchanged(bench.root, folder, ex)
-                task_plan, n = _submit_task(
-                    ex,
-                    bench,
-                    instance,
-                    task,
-                    generation=generation,
-                    folder=folder,
-                    artifact_root=artifact_root,
-                    done_before=done_before,
-                    progress=progress,
-                    tasks=tasks,
-                )
-                plan += task_plan
-                submitted += n
-                tally.planned(cells=cells_of[task], submitted=n)
+            if done.job.assets != INPUT_ASSETS:
+                payer.finished(done)
                 continue
-            if done.canceled:
+            task = str(done.job.partition)
+            if not done.ok:
+                ex.cancel_all()
+                assert done.failure is not None
+                raise done.failure
+            payer.progress(f"inputs ready: {task}")
+            if payer.stopped:
                 continue
-            summary = _cell_summary(instance, done.job, done.run_id, done.failure)
-            cells.append(summary)
-            if _retry(ex, bench, done.job, summary, tries, breaker.tripped or spend.tripped):
-                submitted += 1
-                progress(
-                    f"  {done.job.label}: {summary['error_kind']}; retry {tries[done.job.label]}"
-                )
-            verdict = (
-                "resolved" if summary["resolved"] else str(summary["error_kind"] or "unresolved")
+            require_tasks_unchanged(bench.root, folder, ex)
+            task_plan, n = _submit_task(
+                payer, task, folder=folder, done_before=done_before, tasks=tasks
             )
-            tally.cell_done(
-                resolved=summary["resolved"],
-                error_kind=summary["error_kind"],
-                cost_usd=summary["cost_usd"],
-            )
-            label = f"[{tally.done}/{tally.total}] {done.job.label}"
-            progress(f"  {label}: {verdict} ({tally.brief()})")
-            kind = summary["error_kind"]
-            breaker.observe(ErrorKind(kind) if kind else None)
-            spend.observe(
-                done.job.label, summary["cost_usd"], _session_budget(bench, summary["cell"])
-            )
-            if (breaker.tripped or spend.tripped) and ex.pending():
-                canceled = ex.cancel_all()
-                progress(f"canceled {len(canceled)} queued or running cell(s)")
-    stop_reason = spend.reason if spend.tripped else ""
-    if breaker.tripped:
-        stop_reason = (
-            f"outage breaker tripped after {breaker.streak} consecutive systemic failures "
-            f"({', '.join(breaker.trip_kinds)})"
-        )
-    return plan, cells, stop_reason
-
-
-def _retry(
-    ex: Executor,
-    bench: Benchmark,
-    job: Job,
-    summary: dict[str, Any],
-    tries: dict[str, int],
-    stopped: bool,
-) -> bool:
-    """Re-pay a cell that ended with a systemic (excluded) error, up to ``policy.retries`` times
-    within the generation, so one infrastructure hiccup does not end the candidate as
-    insufficient evidence (issue 13, E4). The newest record of the generation is the evidence."""
-    kind = summary["error_kind"]
-    if stopped or kind is None or not is_systemic(ErrorKind(kind)):
-        return False
-    if tries.get(job.label, 0) >= bench.config.policy.retries:
-        return False
-    tries[job.label] = tries.get(job.label, 0) + 1
-    # A retry pays a new session: never re-adopt the record a resumed attempt left behind.
-    config = {
-        a: {k: v for k, v in c.items() if k != "adopt_record_id"} for a, c in job.op_config.items()
-    }
-    ex.submit(dataclasses.replace(job, op_config=config))
-    return True
-
-
-def _session_budget(bench: Benchmark, cell: str) -> float | None:
-    """The cell's arm's per-session budget: what a cell of unknown cost may have spent at most."""
-    arm, _ = parse_cell_key(cell)
-    spec = bench.config.arms.get(arm)
-    budget = getattr(spec.agent, "max_budget_usd", None) if spec else None
-    if spec is not None and spec.phases:  # one session per phase, each with its own cap
-        caps = [p.max_budget_usd if p.max_budget_usd is not None else budget for p in spec.phases]
-        return None if any(c is None for c in caps) else float(sum(c for c in caps if c))
-    return float(budget) if budget is not None else None
+            plan += task_plan
+            tally.planned(cells=cells_of[task], submitted=n)
+    return plan
 
 
 def evolve(
@@ -534,18 +371,13 @@ def _evolve_locked(
             progress=progress,
         )
     with executor as ex:
-        plan, cells, stop_reason = _pay(
-            ex,
-            bench,
-            instance,
-            tasks_dir=tasks_dir,
-            artifact_root=artifact_root,
-            generation=generation,
-            folder=folder,
-            progress=progress,
-            tally=tally,
-            tasks=tasks,
-        )
+        payer = CellPayer(ex, bench, instance, generation, artifact_root, progress, tally)
+        plan = _pay(payer, folder=folder, tasks=tasks)
+        if not payer.stopped:
+            plan += sequential_looks(
+                payer, artifacts, folder=folder, tasks=tasks, tasks_dir=tasks_dir
+            )
+    cells, stop_reason = payer.cells, payer.stop_reason()
     require_tasks_unchanged(bench.root, folder)
     aborted = bool(stop_reason)
     if aborted:

@@ -227,7 +227,7 @@ def materialize_cells(
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     comparator_keys, candidate_keys = bench_cell_keys(tasks_dir)
-    comparator_cells, candidate_cells = build_cell_assets(comparator_keys, candidate_keys)
+    comparator_cells, candidate_cells = build_cell_assets(*bench_cell_keys(tasks_dir, top_ups=True))
     if candidate_keys:
         progress("candidate_overlay ...")
         materialize(
@@ -266,7 +266,7 @@ def latest_cells(
     """
     from bench_assets.defs.cells import bench_cell_keys
 
-    comparator_keys, candidate_keys = bench_cell_keys(tasks_dir)
+    comparator_keys, candidate_keys = bench_cell_keys(tasks_dir, top_ups=True)
     out: list[CellView] = []
     for name, keys in (("comparator_cells", comparator_keys), ("candidate_cells", candidate_keys)):
         wanted = {
@@ -293,7 +293,45 @@ def materialize_decision(
     aborted: bool,
     progress: Callable[[str], None],
 ) -> dict[str, dict[str, object]]:
-    """Aggregate every task, then decide and report; returns the decision's metadata.
+    """Aggregate every task (:func:`materialize_aggregates`), then decide and report; returns the
+    decision's metadata."""
+    from bench_assets.defs.decision import benchmark_report, promotion_decision
+    from bench_assets.defs.resources import BenchResource
+
+    materialize_aggregates(
+        instance,
+        task_ids,
+        tasks_dir=tasks_dir,
+        artifact_root=artifact_root,
+        generation=generation,
+        progress=progress,
+    )
+    resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+    gen_tags = {"wfbench/generation": generation} if generation else {}
+    progress("promotion_decision, benchmark_report ...")
+    materialize(
+        instance,
+        [promotion_decision, benchmark_report],
+        resources,
+        op_config={"promotion_decision": {"generation": generation, "aborted": aborted}},
+        tags=gen_tags,
+    )
+    return {
+        "decision": latest_metadata(instance, "promotion_decision", None),
+        "report": latest_metadata(instance, "benchmark_report", None),
+    }
+
+
+def materialize_aggregates(
+    instance: dg.DagsterInstance,
+    task_ids: list[str],
+    *,
+    tasks_dir: str,
+    artifact_root: str,
+    generation: str,
+    progress: Callable[[str], None],
+) -> None:
+    """Aggregate every task of ``task_ids`` (a decision's, or a sequential look's, evidence).
 
     ``aggregates`` is materialized for all tasks in one ranged run (one run per contiguous block
     of ``task_ids`` in the partitions' order; one block when they are all the tasks), not one
@@ -302,7 +340,7 @@ def materialize_decision(
     which can only yield ``insufficient_evidence``. Each incomplete task is named from its
     partition's ``missing_cells`` metadata.
     """
-    from bench_assets.defs.decision import aggregates, benchmark_report, promotion_decision
+    from bench_assets.defs.decision import aggregates
     from bench_assets.defs.resources import BenchResource
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
@@ -334,18 +372,6 @@ def materialize_decision(
         f"aggregates: {len(task_ids)} task(s) in {len(blocks)} run(s), "
         f"{len(task_ids) - len(incomplete)} complete"
     )
-    progress("promotion_decision, benchmark_report ...")
-    materialize(
-        instance,
-        [promotion_decision, benchmark_report],
-        resources,
-        op_config={"promotion_decision": {"generation": generation, "aborted": aborted}},
-        tags=gen_tags,
-    )
-    return {
-        "decision": latest_metadata(instance, "promotion_decision", None),
-        "report": latest_metadata(instance, "benchmark_report", None),
-    }
 
 
 RANGE_START = "dagster/asset_partition_range_start"

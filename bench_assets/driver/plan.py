@@ -182,14 +182,16 @@ def plan_task(
     arms: list[str] | None = None,
     *,
     tasks: list[str] | None = None,
+    runs: range | None = None,
 ) -> list[PlannedCell]:
     """Plan one task's cells (of ``arms``, default all) from current inputs and prior records.
 
     ``tasks`` is the generation's task selection (canaries are chosen over it); default
-    :func:`generation_tasks`.
+    :func:`generation_tasks`. ``runs``: the run indexes to plan (default ``range(runs)``; a
+    sequential look plans the candidate's top-up runs beyond it).
     """
     selection = tasks if tasks is not None else generation_tasks(bench)
-    return _plan(bench, {task: inputs}, prior, generation, now, arms, selection)
+    return _plan(bench, {task: inputs}, prior, generation, now, arms, selection, runs)
 
 
 def _plan(
@@ -200,6 +202,7 @@ def _plan(
     now: dt.datetime,
     arms: list[str] | None,
     tasks: list[str],
+    runs: range | None = None,
 ) -> list[PlannedCell]:
     roles = {name: arm.role for name, arm in bench.config.arms.items()}
     chosen = sorted(arms if arms is not None else bench.config.arms)
@@ -210,7 +213,7 @@ def _plan(
         for arm in chosen:
             if arm not in applies:
                 continue
-            for run in range(bench.config.runs):
+            for run in runs if runs is not None else range(bench.config.runs):
                 current[(task, arm, run)] = cell_identity(
                     bench, task, arm, run, task_inputs, adapters[arm]
                 )

@@ -419,7 +419,7 @@ def assets_by_name(tasks_dir: str, names: tuple[str, ...]) -> list[Any]:
             decision.aggregates,
             decision.promotion_decision,
             decision.benchmark_report,
-            *build_cell_assets(*bench_cell_keys(tasks_dir)),
+            *build_cell_assets(*bench_cell_keys(tasks_dir, top_ups=True)),
         )
     }
     return [known[n] for n in names]

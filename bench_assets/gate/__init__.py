@@ -370,13 +370,13 @@ def decide(inp: GateInput) -> Decision:
 
     paired_stats: PairedStatistics | None = None
     v2_stats: PairedV2Statistics | None = None
-    top_up = False
+    step = "decide"
     if policy.name == "strict":
         strict.check_set(policy, strict_stats, findings)
     elif policy.name == "paired_v1":
         paired_stats = paired.check_set(inp, tasks, findings)
     else:
-        v2_stats, top_up = paired2.check_set(inp, tasks, outcomes, findings)
+        v2_stats, step = paired2.check_set(inp, tasks, outcomes, findings)
 
     decision = _verdict(findings)
     decisive = [f.message for f in findings if f.effect in _DECISIVE[decision]]
@@ -403,7 +403,7 @@ def decide(inp: GateInput) -> Decision:
         strict=strict_stats,
         paired=paired_stats,
         paired_v2=v2_stats,
-        next_action="top_up" if top_up else "decide",
+        next_action=step if step in ("top_up", "repay_comparator") else "decide",  # type: ignore[arg-type]
         evidence=[
             EvidenceCell(
                 task=o.task,

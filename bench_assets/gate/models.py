@@ -332,7 +332,7 @@ class Look(_Model):
     cost_t: float | None
     cost_verdict: str | None
     resolve_verdict: str | None
-    action: Literal["decide", "top_up", "futility"]
+    action: Literal["decide", "top_up", "futility", "repay_comparator"]
 
 
 class PairedV2Statistics(_Model):
@@ -406,9 +406,11 @@ class Decision(_Model):
     paired: PairedStatistics | None
     """The ``paired_v1`` statistics."""
     paired_v2: PairedV2Statistics | None = None
-    next_action: Literal["decide", "top_up"] = "decide"
-    """``top_up``: a sequential look found the evidence inconclusive; the planner pays the next
-    candidate runs and the gate looks again (the decision meanwhile is insufficient_evidence)."""
+    next_action: Literal["decide", "top_up", "repay_comparator"] = "decide"
+    """``top_up``: a sequential look found the evidence inconclusive; the generation pays the
+    next candidate runs and the gate looks again. ``repay_comparator``: comparator drift beyond
+    the tolerance; the generation re-pays the comparator's reused cells fresh and looks again.
+    Either way this look's decision is insufficient_evidence."""
     evidence: list[EvidenceCell]
 
 

@@ -35,10 +35,12 @@ Over the *n* counted tasks (n ≥ ``min_counted_tasks``, else insufficient):
    runs,
    ``δ_t`` = mean log old − mean log fresh; ``δ̂`` their mean with the larger of the cluster and
    run-level SE. Old evidence but no fresh comparator run to check it: insufficient (pay canaries).
-   Lower bound at ``drift_confidence`` above ``log(1 + drift_tolerance)``: insufficient (re-pay the
-   comparator's cells). Otherwise ``δ̂ − drift_absorb_sd·SE``, when above the tolerance, becomes
-   the cost margin (0.5 SE: the calibration's trade between a spurious margin eating power and a
-   real 10 % drift leaking through).
+   Lower bound at ``drift_confidence`` above ``log(1 + drift_tolerance)``: at a look before the
+   last, the generation re-pays the comparator's reused cells fresh and sets the pooled history
+   aside (``next_action = repay_comparator``); at the last look, insufficient. Otherwise
+   ``δ̂ − drift_absorb_sd·SE``, when above the tolerance, becomes the cost margin (0.5 SE: the
+   calibration's trade between a spurious margin eating power and a real 10 % drift leaking
+   through).
 4. **Hard regression** (keep): one-sided Fisher p ≤ (1 − v2_confidence)/m over the m counted tasks
    (Bonferroni only; at 3 vs 3 runs it cannot fire, which is its honest power).
 5. **Total spend**: Σ_t mean candidate metric / Σ_t mean comparator metric above
@@ -459,10 +461,13 @@ def _pooled(
     return history
 
 
+NextStep = Literal["decide", "top_up", "futility", "repay_comparator"]
+
+
 def check_set(
     inp: GateInput, tasks: list[Task], outcomes: list[RunOutcome], findings: list[Finding]
-) -> tuple[PairedV2Statistics, bool]:
-    """The v2 set rules; returns the statistics and whether the planner should top up."""
+) -> tuple[PairedV2Statistics, NextStep]:
+    """The v2 set rules; returns the statistics and what the generation does next."""
     policy = inp.policy
     rows: dict[tuple[str, str], list[RunOutcome]] = {}
     for o in outcomes:
@@ -543,8 +548,20 @@ def check_set(
 
     effects = {f.effect for f in findings}
     cand_runs = min((t.cand.valid for t in counted), default=0)
-    action: Literal["decide", "top_up", "futility"] = "decide"
-    if (
+    action: NextStep = "decide"
+    if drift.verdict == "exceeded" and inp.look < policy.max_looks and "keep" not in effects:
+        action = "repay_comparator"
+        findings.append(
+            Finding(
+                rule="sequential",
+                effect="insufficient",
+                task=None,
+                message=f"look {inp.look}/{policy.max_looks}: the planner re-pays the "
+                "comparator's reused cells fresh, sets its pooled history aside, and the gate "
+                "looks again.",
+            )
+        )
+    elif (
         inp.look < policy.max_looks
         and "insufficient" not in effects
         and "keep" not in effects
@@ -600,4 +617,4 @@ def check_set(
         total_spend=spend,
         looks=[*inp.prior_looks, look],
     )
-    return stats, action == "top_up"
+    return stats, action

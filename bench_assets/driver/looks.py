@@ -1,0 +1,195 @@
+"""A generation's sequential looks (``paired`` policy with ``max_looks`` > 1).
+
+After the first pass has paid the planned cells, the gate looks at the evidence before the
+decision is made. At a look before the last it may ask for more (``Decision.next_action``):
+
+* ``top_up`` — the evidence is inconclusive: ``top_up_runs`` more candidate runs per task, new
+  cell partitions ``<arm>.r<k>`` with ``k`` ≥ ``runs`` (visible in the UI, tagged
+  ``wfbench/look``);
+* ``repay_comparator`` — the comparator's reused evidence drifted beyond the tolerance: its
+  reused cells are re-planned as fresh (kind ``drift``) and its pooled history is set aside.
+
+Each such look is written as a :class:`~bench_assets.manifest.LookRecord` *before* its cells are
+merged into the task manifests and paid, so a killed generation resumes at the same look with the
+same cells; the final decision (the ``promotion_decision`` asset) reads the records and is the
+next look, with every earlier look's statistics in ``paired_v2.looks``. The levels are split over
+``max_looks`` whatever happens, so stopping early or late never inflates the error rates.
+"""
+
+import datetime as dt
+from pathlib import Path
+
+from bench_assets import gate as gate_mod
+from bench_assets.cellkeys import cell_key, parse_cell_key
+from bench_assets.driver.instance import materialize_aggregates
+from bench_assets.driver.paying import CellPayer
+from bench_assets.driver.plan import plan_task, prior_cells
+from bench_assets.driver.transaction import manifest_cells, require_tasks_unchanged
+from bench_assets.manifest import (
+    LookRecord,
+    ManifestCell,
+    load_looks,
+    load_manifest,
+    merge_look,
+    now_iso,
+    write_look,
+)
+from bench_assets.planner import PlannedCell
+from bench_assets.store import ArtifactStore
+
+
+def _top_up(
+    payer: CellPayer, cand: str, tasks: list[str], first: int, look: int
+) -> tuple[list[ManifestCell], list[PlannedCell]]:
+    """Plan ``top_up_runs`` more candidate runs from run ``first`` on every task it applies to."""
+    from bench_assets.defs.cells import load_cell_inputs
+    from bench_assets.defs.resources import BenchResource
+
+    bench = payer.bench
+    runs = range(first, first + bench.config.policy.top_up_runs)
+    roles = {n: a.role for n, a in bench.config.arms.items()}
+    res = BenchResource(tasks_dir=str(bench.root), artifact_root=payer.artifact_root)
+    now = dt.datetime.now(dt.UTC)
+    cells: list[ManifestCell] = []
+    planned: list[PlannedCell] = []
+    for task in tasks:
+        if cand not in bench.arms_for(task):
+            continue
+        keys = [(task, cand, r) for r in runs]
+        prior = prior_cells(payer.instance, task, keys, roles)
+        inputs = load_cell_inputs(payer.instance, res, task, candidate=True)
+        plan = plan_task(
+            bench, task, inputs, prior, payer.generation, now, [cand], tasks=tasks, runs=runs
+        )
+        planned += plan
+        cells += [c.model_copy(update={"look": look}) for c in manifest_cells(plan, prior)]
+    return cells, planned
+
+
+def _repay(folder: Path, inc: str, look: int) -> tuple[list[ManifestCell], list[PlannedCell]]:
+    """Re-plan every reused cell of the comparator arm ``inc`` as a fresh (``drift``) cell."""
+    manifest = load_manifest(folder)
+    assert manifest is not None
+    cells: list[ManifestCell] = []
+    planned: list[PlannedCell] = []
+    reason = "comparator drift beyond the tolerance: re-paid fresh"
+    for mc in manifest.cells():
+        arm, run = parse_cell_key(mc.cell)
+        if arm != inc or mc.action != "reuse":
+            continue
+        cells.append(
+            mc.model_copy(
+                update={
+                    "action": "run",
+                    "kind": "drift",
+                    "source_run_id": None,
+                    "source_data_version": None,
+                    "look": look,
+                }
+            )
+        )
+        planned.append(
+            PlannedCell(
+                task=mc.task,
+                arm=arm,
+                run=run,
+                cell=cell_key(arm, run),
+                role=mc.role,
+                action="run",
+                reason=reason,
+                kind="drift",
+                changed=[],
+                prior_generation=None,
+                prior_run_id=mc.source_run_id,
+                identity_digest=mc.identity_digest,
+            )
+        )
+    return cells, planned
+
+
+def sequential_looks(
+    payer: CellPayer,
+    artifacts: ArtifactStore,
+    *,
+    folder: Path,
+    tasks: list[str],
+    tasks_dir: str,
+) -> list[PlannedCell]:
+    """Look, and pay what the gate asks for, until it decides or the last look is next.
+
+    Returns the cells this call planned (a resumed look's cells were planned before). Pays a
+    resumed generation's recorded looks first. Returns without looking when the payer stopped
+    (breaker or spend cap: the decision is then aborted anyway).
+    """
+    bench = payer.bench
+    policy = bench.config.policy
+    if policy.name != "paired" or policy.max_looks < 2:
+        return []
+    cands = bench.config.candidate_arms("implementation")
+    if len(cands) != 1:
+        return []  # the decision refuses this configuration and names it
+    cand = cands[0]
+    inc = bench.config.arms[cand].pairs_with or ""
+    planned_now: list[PlannedCell] = []
+    handled = 0
+    while True:
+        looks = load_looks(folder)
+        for rec in looks[handled:]:
+            merge_look(folder, rec)
+            n = payer.submit_planned(rec.cells, look=rec.look + 1)
+            payer.tally.more(cells=len(rec.cells), submitted=n)
+        handled = len(looks)
+        payer.drain()
+        look = len(looks) + 1
+        if payer.stopped or look >= policy.max_looks:
+            return planned_now
+        require_tasks_unchanged(bench.root, folder, payer.ex)
+        materialize_aggregates(
+            payer.instance,
+            tasks,
+            tasks_dir=tasks_dir,
+            artifact_root=payer.artifact_root,
+            generation=payer.generation,
+            progress=payer.progress,
+        )
+        from bench_assets.defs.decision import generation_gate_input
+
+        inp, _ = generation_gate_input(
+            payer.instance,
+            bench,
+            artifacts,
+            payer.generation,
+            aborted=False,
+            now=dt.datetime.now(dt.UTC),
+        )
+        decision = gate_mod.decide(inp)
+        stats = decision.paired_v2.looks[-1] if decision.paired_v2 else None
+        if decision.next_action == "decide" or stats is None:
+            payer.progress(f"look {look}/{policy.max_looks}: the gate can decide")
+            return planned_now
+        runs_now = looks[-1].candidate_runs if looks else bench.config.runs
+        if decision.next_action == "top_up":
+            cells, planned = _top_up(payer, cand, tasks, runs_now, look + 1)
+            runs_after = runs_now + policy.top_up_runs
+            what = f"{policy.top_up_runs} more {cand} run(s) per task"
+        else:
+            cells, planned = _repay(folder, inc, look + 1)
+            runs_after = runs_now
+            what = f"{len(cells)} reused {inc} cell(s) re-paid fresh, pooled history set aside"
+        write_look(
+            folder,
+            LookRecord(
+                generation=payer.generation,
+                look=look,
+                action=decision.next_action,
+                decided_at=now_iso(),
+                statistics=stats,
+                reasons=decision.reasons,
+                candidate_runs=runs_after,
+                drop_pooled=decision.next_action == "repay_comparator"
+                or any(lr.drop_pooled for lr in looks),
+                cells=cells,
+            ),
+        )
+        payer.progress(f"look {look}/{policy.max_looks}: {decision.next_action}: {what}")
+        planned_now += planned

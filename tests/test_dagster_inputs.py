@@ -62,7 +62,8 @@ def test_definitions_hold_the_input_assets_and_sync_sensor() -> None:
     assert isinstance(cells, dg.MultiPartitionsDefinition)
     cell_dim = next(d for d in cells.partitions_defs if d.name == "cell").partitions_def
     assert cell_dim.get_partition_keys() == [
-        f"{arm}.r{k}" for arm in ("baseline", "review", "workflow", "workflow_planned")
+        f"{arm}.r{k}"
+        for arm in ("baseline", "review", "workflow", "workflow_planned")
         for k in range(3)
     ]
     assert defs.resolve_sensor_def("tasks_sync_sensor") is not None

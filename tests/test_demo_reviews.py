@@ -121,7 +121,10 @@ def test_review_arms_run_on_review_tasks_only_and_the_progress_total_counts_that
     bench = load_benchmark(DEMO_TASKS)
     assert bench.arms_for("review-clean") == ["candidate_review", "review"]
     assert bench.arms_for("csv-quoted-fields") == [
-        "baseline", "candidate_workflow", "workflow", "workflow_planned"
+        "baseline",
+        "candidate_workflow",
+        "workflow",
+        "workflow_planned",
     ]
     total = sum(bench.config.runs * len(bench.arms_for(t)) for t in bench.task_ids())
     assert total == 78

@@ -16,6 +16,8 @@ from bench_assets.driver import paying
 from bench_assets.driver.evolve import evolve
 from bench_assets.driver.instance import decision_records
 from bench_assets.driver.looks import _repay
+from bench_assets.errors import InputError
+from bench_assets.gate.models import Look
 from bench_assets.manifest import (
     LookRecord,
     ManifestCell,
@@ -26,8 +28,6 @@ from bench_assets.manifest import (
     write_look,
     write_task,
 )
-from bench_assets.errors import InputError
-from bench_assets.gate.models import Look
 from tests.conftest import make_bench, write_yaml
 from tests.test_dagster_cells import fix_patch
 

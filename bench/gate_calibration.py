@@ -116,11 +116,11 @@ def _input(
     )
 
 
-def play_v1(world: World, policy: PolicyConfig) -> tuple[str, int, int]:
+def play_v1(world: World, policy: PolicyConfig, runs: int = RUNS) -> tuple[str, int, int]:
     """strict / paired_v1: one look, reused comparator, one canary, no retries."""
     ids = [f"t{i:02d}" for i in range(world.s.tasks)]
-    cand = world.draw("candidate", RUNS)
-    old = world.draw("comparator", RUNS, old=True)
+    cand = world.draw("candidate", runs)
+    old = world.draw("comparator", runs, old=True)
     canary = world.draw("comparator", 1)
     old.resolved[0, 0], old.metric[0, 0], old.infra[0, 0] = (
         canary.resolved[0, 0],
@@ -133,21 +133,22 @@ def play_v1(world: World, policy: PolicyConfig) -> tuple[str, int, int]:
     return d.decision, cand.resolved.size, 1
 
 
-def play_v2(world: World, policy: PolicyConfig) -> tuple[str, int, int]:
-    """paired v2: sequential candidate runs, canaries + reused + pooled comparator, retries."""
+def play_v2(world: World, policy: PolicyConfig, runs: int = RUNS) -> tuple[str, int, int]:
+    """paired v2 as ``wfbench evolve`` plays it (bench_assets/driver/looks.py): canaries +
+    reused + pooled comparator, retries, then sequential looks that top up the candidate or
+    re-pay the comparator's reused cells fresh (dropping the pooled history) on drift."""
     ids = [f"t{i:02d}" for i in range(world.s.tasks)]
-    fresh = world.draw("comparator", CANARIES_PER_TASK)
+    canaries = min(CANARIES_PER_TASK, runs)
+    fresh = world.draw("comparator", canaries)
     comp_paid = fresh.resolved.size + world.redraw("comparator", fresh, policy.retries)
-    reused = world.draw("comparator", RUNS - CANARIES_PER_TASK, old=True)
+    reused = world.draw("comparator", runs - canaries, old=True)
     pool = world.draw("comparator", POOLED_RUNS, old=True)
     comp = _outcomes(ids, "comparator", fresh, first_run=0, old=False, pooled=False)
-    comp += _outcomes(
-        ids, "comparator", reused, first_run=CANARIES_PER_TASK, old=True, pooled=False
-    )
-    comp += _outcomes(ids, "comparator", pool, first_run=RUNS, old=True, pooled=True)
-    cand = world.draw("candidate", RUNS)
+    comp += _outcomes(ids, "comparator", reused, first_run=canaries, old=True, pooled=False)
+    comp += _outcomes(ids, "comparator", pool, first_run=runs, old=True, pooled=True)
+    cand = world.draw("candidate", runs)
     cand_paid = cand.resolved.size + world.redraw("candidate", cand, policy.retries)
-    look, prior = 1, []
+    look, prior, repaid = 1, [], False
     while True:
         outs = comp + _outcomes(ids, "candidate", cand, first_run=0, old=False, pooled=False)
         d = decide(
@@ -155,19 +156,27 @@ def play_v2(world: World, policy: PolicyConfig) -> tuple[str, int, int]:
                 policy,
                 ids,
                 outs,
-                planned_runs={"candidate": cand.resolved.shape[1], "comparator": RUNS},
+                planned_runs={"candidate": cand.resolved.shape[1], "comparator": runs},
                 look=look,
                 prior_looks=prior,
+                comparator_repaid=repaid,
             )
         )
-        if d.next_action != "top_up":
+        if d.next_action == "decide":
             return d.decision, cand_paid, comp_paid
         assert d.paired_v2 is not None
         prior = d.paired_v2.looks
-        more = world.draw("candidate", policy.top_up_runs)
-        cand_paid += more.resolved.size + world.redraw("candidate", more, policy.retries)
-        cand = _concat(cand, more)
-        look += 1
+        if d.next_action == "top_up":
+            more = world.draw("candidate", policy.top_up_runs)
+            cand_paid += more.resolved.size + world.redraw("candidate", more, policy.retries)
+            cand = _concat(cand, more)
+            look += 1
+        else:  # repay_comparator: every reused cell fresh, the pooled history set aside
+            again = world.draw("comparator", runs - canaries)
+            comp_paid += again.resolved.size + world.redraw("comparator", again, policy.retries)
+            comp = _outcomes(ids, "comparator", fresh, first_run=0, old=False, pooled=False)
+            comp += _outcomes(ids, "comparator", again, first_run=canaries, old=False, pooled=False)
+            repaid = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +189,7 @@ class Job:
     seed: int
     first: int
     count: int
+    runs: int = RUNS
 
 
 def run_job(job: Job) -> tuple[int, int, int, int]:
@@ -187,7 +197,7 @@ def run_job(job: Job) -> tuple[int, int, int, int]:
     play = play_v2 if job.config.name == "paired" else play_v1
     promoted = cand = comp = 0
     for g in range(job.first, job.first + job.count):
-        decision, c, k = play(World(job.scenario, job.seed, g), job.config)
+        decision, c, k = play(World(job.scenario, job.seed, g), job.config, job.runs)
         promoted += decision == "promote"
         cand += c
         comp += k
@@ -234,6 +244,144 @@ def ni_check_job(args: tuple[int, str, int, int, int]) -> tuple[int, str, int, i
     return tasks, prange, comp_runs, hits, n
 
 
+FRONTIER_SCENARIOS = ("aa", "cheaper20", "worse10_cheaper20", "drift5")
+FRONTIER_GRID = {
+    "runs": (2, 3, 4),
+    "looks": ((1, 1), (2, 1), (2, 2), (3, 1)),
+    "v2_resolve_margin": (0.10, 0.12, 0.15),
+    "v2_noninferiority_confidence": (0.75, 0.80, 0.85),
+}
+TARGETS = {"power": 0.80, "worse10": 0.20, "cells": 40.0, "aa": 0.05, "drift5": 0.05}
+
+
+def frontier_designs(default: PolicyConfig, runs: int) -> list[tuple[int, PolicyConfig]]:
+    """Every design of the frontier grid (first-look runs, looks × top-up, margin, level), the
+    default first; ``min_runs`` follows the first look's runs."""
+    out = [(runs, default)]
+    for r in FRONTIER_GRID["runs"]:
+        for looks, top_up in FRONTIER_GRID["looks"]:
+            for margin in FRONTIER_GRID["v2_resolve_margin"]:
+                for level in FRONTIER_GRID["v2_noninferiority_confidence"]:
+                    cfg = default.model_copy(
+                        update={
+                            "min_runs": min(default.min_runs, r),
+                            "max_looks": looks,
+                            "top_up_runs": top_up,
+                            "v2_resolve_margin": margin,
+                            "v2_noninferiority_confidence": level,
+                        }
+                    )
+                    if (r, cfg) != out[0]:
+                        out.append((r, cfg))
+    return out
+
+
+def frontier(args: argparse.Namespace) -> None:
+    """The power / worse10 / cells frontier over the design grid, one run (``--frontier``)."""
+    n = args.generations
+    designs = frontier_designs(POLICIES["paired"], args.runs)
+    jobs = [
+        Job(f"d{i}", cfg, SCENARIOS[s], args.seed, first, min(CHUNK, n - first), runs)
+        for i, (runs, cfg) in enumerate(designs)
+        for s in FRONTIER_SCENARIOS
+        for first in range(0, n, CHUNK)
+    ]
+    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        counts = list(pool.map(run_job, jobs, chunksize=4))
+    acc: dict[tuple[str, str], list[int]] = {}
+    for job, c in zip(jobs, counts, strict=True):
+        a = acc.setdefault((job.policy, job.scenario.name), [0, 0, 0, 0])
+        for i, v in enumerate(c):
+            a[i] += v
+    rows = []
+    for i, (runs, cfg) in enumerate(designs):
+        rate = {s: acc[(f"d{i}", s)][0] / acc[(f"d{i}", s)][3] for s in FRONTIER_SCENARIOS}
+        good = acc[(f"d{i}", "cheaper20")]
+        rows.append(
+            {
+                "default": i == 0,
+                "runs": runs,
+                "max_looks": cfg.max_looks,
+                "top_up_runs": cfg.top_up_runs,
+                "v2_resolve_margin": cfg.v2_resolve_margin,
+                "v2_noninferiority_confidence": cfg.v2_noninferiority_confidence,
+                "power": rate["cheaper20"],
+                "worse10": rate["worse10_cheaper20"],
+                "aa": rate["aa"],
+                "drift5": rate["drift5"],
+                "cells": good[1] / good[3],
+                "generations": n,
+            }
+        )
+
+    def meets(r: dict[str, object], *keys: str) -> bool:
+        checks = {
+            "power": float(r["power"]) >= TARGETS["power"],  # type: ignore[arg-type]
+            "worse10": float(r["worse10"]) <= TARGETS["worse10"],  # type: ignore[arg-type]
+            "cells": float(r["cells"]) <= TARGETS["cells"],  # type: ignore[arg-type]
+            "aa": float(r["aa"]) <= TARGETS["aa"],  # type: ignore[arg-type]
+            "drift5": float(r["drift5"]) <= TARGETS["drift5"],  # type: ignore[arg-type]
+        }
+        return all(checks[k] for k in keys)
+
+    safe = [r for r in rows if meets(r, "worse10", "cells", "aa", "drift5")]
+    strong = [r for r in rows if meets(r, "power", "cells", "aa", "drift5")]
+    best_safe = max(safe, key=lambda r: r["power"]) if safe else None  # type: ignore[arg-type,return-value]
+    best_strong = min(strong, key=lambda r: r["worse10"]) if strong else None  # type: ignore[arg-type,return-value]
+    every = [r for r in rows if meets(r, "power", "worse10", "cells", "aa", "drift5")]
+    if args.json:
+        print(json.dumps({"frontier": rows}, indent=1))
+        return
+    print(
+        f"gate frontier: {len(designs)} paired (v2) designs x {len(FRONTIER_SCENARIOS)} "
+        f"scenarios, {n} generations each, seed {args.seed}; targets: power >= 80 % at <= 40 "
+        "candidate cells, worse10_cheaper20 <= 20 %, aa and drift5 <= 5 %"
+    )
+    head = "runs looks+top-up margin level |  power  worse10  cells |    aa  drift5"
+    print(f"  {head}")
+
+    def line(r: dict[str, object], mark: str) -> str:
+        return (
+            f"  {r['runs']:>4} {r['max_looks']:>5}+{r['top_up_runs']:<6} {r['v2_resolve_margin']:>6.2f}"
+            f" {r['v2_noninferiority_confidence']:>5.2f} | {r['power']:>6.1%} {r['worse10']:>8.1%}"
+            f" {r['cells']:>6.1f} | {r['aa']:>5.1%} {r['drift5']:>7.1%}  {mark}"
+        )
+
+    pareto = [
+        r
+        for r in rows
+        if float(r["cells"]) <= TARGETS["cells"]  # type: ignore[arg-type]
+        and not any(
+            o["power"] >= r["power"]
+            and o["worse10"] < r["worse10"]  # type: ignore[operator]
+            or o["power"] > r["power"]
+            and o["worse10"] <= r["worse10"]  # type: ignore[operator]
+            for o in rows
+            if float(o["cells"]) <= TARGETS["cells"]  # type: ignore[arg-type]
+        )
+    ]
+    shown = sorted(
+        {
+            id(r): r for r in [*pareto, rows[0], *(x for x in (best_safe, best_strong) if x)]
+        }.values(),
+        key=lambda r: (r["worse10"], r["power"]),  # type: ignore[arg-type,return-value]
+    )
+    print("  (the Pareto front of power against worse10 at <= 40 cells, and the marked rows)")
+    for r in shown:
+        marks = []
+        if r["default"]:
+            marks.append("<- default")
+        if r is best_safe:
+            marks.append("best power with worse10 <= 20 %")
+        if r is best_strong:
+            marks.append("least worse10 with power >= 80 %")
+        print(line(r, ", ".join(marks)))
+    print(
+        f"  designs meeting every target: {len(every)} of {len(rows)}"
+        + ("" if every else " (no design reaches all of them; see the README for the choice)")
+    )
+
+
 def main() -> None:
     """Entry point."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -244,6 +392,15 @@ def main() -> None:
     parser.add_argument("--ni-check", action="store_true", help="also check the NI bound level")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
+    parser.add_argument(
+        "--runs", type=int, default=RUNS, help=f"runs per task at the first look (default {RUNS})"
+    )
+    parser.add_argument(
+        "--frontier",
+        action="store_true",
+        help="sweep paired (v2) designs (runs, looks, margin, level) and print the frontier of "
+        "power against worse10_cheaper20 at <= 40 candidate cells",
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -259,10 +416,15 @@ def main() -> None:
         )
     if args.generations < 1:
         parser.error("--generations must be at least 1")
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    if args.frontier:
+        frontier(args)
+        return
     n = args.generations
     started = time.perf_counter()
     jobs = [
-        Job(pol, POLICIES[pol], SCENARIOS[s], args.seed, first, min(CHUNK, n - first))
+        Job(pol, POLICIES[pol], SCENARIOS[s], args.seed, first, min(CHUNK, n - first), args.runs)
         for pol in args.policies.split(",")
         for s in args.scenarios.split(",")
         for first in range(0, n, CHUNK)

@@ -258,15 +258,16 @@ def accept(
 class LookRecord(_Doc):
     """A sequential look that did not decide: what it saw and the cells it added.
 
-    Written (``looks/look-<k>.json``) before any of its cells is merged into the task manifests
-    or paid, so a generation killed mid-top-up resumes at the same look with the same cells. The
-    final decision reads every record: its look number is one more than theirs, and their
-    statistics are its ``prior_looks``.
+    Written (``looks/look-<k>.json``, ``k`` = 1, 2, … in the order they happened) before any of
+    its cells is merged into the task manifests or paid, so a generation killed mid-top-up resumes
+    at the same look with the same cells. The final decision reads every record: its look at the
+    candidate is one more than the top-ups, and their statistics are its ``prior_looks``.
     """
 
     schema_version: Literal[1] = 1
     generation: str
     look: int = Field(ge=1)
+    """The record's place in the sequence (the gate's look number is in ``statistics``)."""
     action: Literal["top_up", "repay_comparator"]
     decided_at: str
     statistics: Look

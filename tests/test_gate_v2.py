@@ -208,16 +208,20 @@ def test_drift_makes_an_unchanged_candidate_look_cheaper_but_not_promoted() -> N
     assert d.decision != "promote"
 
 
-def test_large_drift_before_the_last_look_asks_to_repay_the_comparator() -> None:
-    """At look 1 of 2, drift beyond the tolerance asks the generation to re-pay the comparator's
-    reused cells (and set the pooled history aside); at the last look it stays insufficient."""
-    first = v2(_reused_world(0.5), V2)
-    assert first.next_action == "repay_comparator"
-    assert first.decision == "insufficient_evidence"
-    assert first.paired_v2 is not None
-    assert [lk.action for lk in first.paired_v2.looks] == ["repay_comparator"]
-    last = v2(_reused_world(0.5), V2, look=2, prior_looks=first.paired_v2.looks)
-    assert last.next_action == "decide" and last.decision == "insufficient_evidence"
+def test_large_drift_asks_once_to_repay_the_comparator() -> None:
+    """Drift beyond the tolerance asks the generation to re-pay the comparator's reused cells
+    (and set the pooled history aside), at any look, one look or two; once re-paid, it does not
+    ask again and the evidence stays insufficient."""
+    for policy in (ONE_LOOK, V2):
+        first = v2(_reused_world(0.5), policy)
+        assert first.next_action == "repay_comparator"
+        assert first.decision == "insufficient_evidence"
+        assert first.paired_v2 is not None
+        assert [lk.action for lk in first.paired_v2.looks] == ["repay_comparator"]
+        again = v2(
+            _reused_world(0.5), policy, comparator_repaid=True, prior_looks=first.paired_v2.looks
+        )
+        assert again.next_action == "decide" and again.decision == "insufficient_evidence"
     # Negative control: no drift, no re-payment.
     assert v2(_reused_world(0.0), V2).next_action != "repay_comparator"
 

@@ -378,7 +378,10 @@ def gate_input(
         now=now,
         max_age_days=bench.config.reuse.max_age_days,
         planned_runs={inc: runs, cand: cand_runs},
-        look=policy.max_looks if looks is None else min(len(looks) + 1, policy.max_looks),
+        look=policy.max_looks
+        if looks is None
+        else min(1 + sum(lr.action == "top_up" for lr in looks), policy.max_looks),
+        comparator_repaid=any(lr.action == "repay_comparator" for lr in looks or []),
         prior_looks=[lr.statistics for lr in looks or []],
     )
 

@@ -7,7 +7,9 @@ decision is made. At a look before the last it may ask for more (``Decision.next
   cell partitions ``<arm>.r<k>`` with ``k`` ≥ ``runs`` (visible in the UI, tagged
   ``wfbench/look``);
 * ``repay_comparator`` — the comparator's reused evidence drifted beyond the tolerance: its
-  reused cells are re-planned as fresh (kind ``drift``) and its pooled history is set aside.
+  reused cells are re-planned as fresh (kind ``drift``) and its pooled history is set aside (once
+  per generation, whatever ``max_looks``: the look that asks cannot promote, so it spends no
+  level). With one look and nothing reused or pooled, nothing is looked at before the decision.
 
 Each such look is written as a :class:`~bench_assets.manifest.LookRecord` *before* its cells are
 merged into the task manifests and paid, so a killed generation resumes at the same look with the
@@ -107,6 +109,16 @@ def _repay(folder: Path, inc: str, look: int) -> tuple[list[ManifestCell], list[
     return cells, planned
 
 
+def _may_drift(payer: CellPayer, folder: Path, inc: str) -> bool:
+    """The comparator ``inc`` has old evidence whose drift could ask for a re-payment."""
+    if payer.bench.config.policy.pooled_history:
+        return True
+    manifest = load_manifest(folder)
+    return manifest is not None and any(
+        c.action == "reuse" and parse_cell_key(c.cell)[0] == inc for c in manifest.cells()
+    )
+
+
 def sequential_looks(
     payer: CellPayer,
     artifacts: ArtifactStore,
@@ -123,7 +135,7 @@ def sequential_looks(
     """
     bench = payer.bench
     policy = bench.config.policy
-    if policy.name != "paired" or policy.max_looks < 2:
+    if policy.name != "paired":
         return []
     cands = bench.config.candidate_arms("implementation")
     if len(cands) != 1:
@@ -136,12 +148,15 @@ def sequential_looks(
         looks = load_looks(folder)
         for rec in looks[handled:]:
             merge_look(folder, rec)
-            n = payer.submit_planned(rec.cells, look=rec.look + 1)
+            n = payer.submit_planned(rec.cells)
             payer.tally.more(cells=len(rec.cells), submitted=n)
         handled = len(looks)
         payer.drain()
-        look = len(looks) + 1
-        if payer.stopped or look >= policy.max_looks:
+        look = 1 + sum(lr.action == "top_up" for lr in looks)
+        repaid = any(lr.action == "repay_comparator" for lr in looks)
+        if payer.stopped or (
+            look >= policy.max_looks and (repaid or not _may_drift(payer, folder, inc))
+        ):
             return planned_now
         require_tasks_unchanged(bench.root, folder, payer.ex)
         materialize_aggregates(
@@ -169,18 +184,18 @@ def sequential_looks(
             return planned_now
         runs_now = looks[-1].candidate_runs if looks else bench.config.runs
         if decision.next_action == "top_up":
-            cells, planned = _top_up(payer, cand, tasks, runs_now, look + 1)
+            cells, planned = _top_up(payer, cand, tasks, runs_now, len(looks) + 2)
             runs_after = runs_now + policy.top_up_runs
             what = f"{policy.top_up_runs} more {cand} run(s) per task"
         else:
-            cells, planned = _repay(folder, inc, look + 1)
+            cells, planned = _repay(folder, inc, len(looks) + 2)
             runs_after = runs_now
             what = f"{len(cells)} reused {inc} cell(s) re-paid fresh, pooled history set aside"
         write_look(
             folder,
             LookRecord(
                 generation=payer.generation,
-                look=look,
+                look=len(looks) + 1,
                 action=decision.next_action,
                 decided_at=now_iso(),
                 statistics=stats,

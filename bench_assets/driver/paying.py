@@ -29,7 +29,7 @@ from bench_assets.store import ArtifactStore
 
 POLL_S = 1.0
 LOOK_TAG = "wfbench/look"
-"""Run tag of a cell paid for a sequential look after the first (its look number)."""
+"""Run tag of a cell planned by a sequential look (``ManifestCell.look``, 2 for the first)."""
 
 
 def cell_summary(
@@ -109,9 +109,10 @@ class CellPayer:
             )
         return self.spend.reason if self.spend.tripped else ""
 
-    def submit_planned(self, planned: list[ManifestCell], look: int = 1) -> int:
+    def submit_planned(self, planned: list[ManifestCell]) -> int:
         """Submit every ``run`` cell of ``planned`` not already paid in this generation (verified
-        like the decision verifies it); returns how many were submitted."""
+        like the decision verifies it); returns how many were submitted. A cell planned by a
+        sequential look is tagged with it (:data:`LOOK_TAG`)."""
         n = 0
         for mc in planned:
             if mc.action != "run":
@@ -141,8 +142,8 @@ class CellPayer:
                 "dagster/partition/task": mc.task,
                 "dagster/partition/cell": mc.cell,
             }
-            if look > 1:
-                tags[LOOK_TAG] = str(look)
+            if mc.look > 1:
+                tags[LOOK_TAG] = str(mc.look)
             self.ex.submit(
                 Job(
                     (mc.asset,),

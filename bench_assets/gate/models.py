@@ -124,7 +124,11 @@ class GateInput(_Model):
     """Runs planned per task for each arm (candidate top-ups included); a planned run without an
     outcome makes its task's evidence insufficient (paired v2)."""
     look: int = Field(default=1, ge=1)
-    """The sequential look this decision is (paired v2)."""
+    """The sequential look at the candidate this decision is (paired v2): one more than the
+    top-ups paid so far; the cost and resolve levels are split over ``max_looks`` of them."""
+    comparator_repaid: bool = False
+    """The comparator's reused cells were re-paid fresh after drift beyond the tolerance (once per
+    generation; the look that asked could not promote, so it spends no level)."""
     prior_looks: list["Look"] = Field(default_factory=list)
     """The earlier looks of this generation, recorded into the decision."""
 

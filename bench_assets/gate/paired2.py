@@ -35,9 +35,10 @@ Over the *n* counted tasks (n ≥ ``min_counted_tasks``, else insufficient):
    runs,
    ``δ_t`` = mean log old − mean log fresh; ``δ̂`` their mean with the larger of the cluster and
    run-level SE. Old evidence but no fresh comparator run to check it: insufficient (pay canaries).
-   Lower bound at ``drift_confidence`` above ``log(1 + drift_tolerance)``: at a look before the
-   last, the generation re-pays the comparator's reused cells fresh and sets the pooled history
-   aside (``next_action = repay_comparator``); at the last look, insufficient. Otherwise
+   Lower bound at ``drift_confidence`` above ``log(1 + drift_tolerance)``: the generation re-pays
+   the comparator's reused cells fresh and sets the pooled history aside (``next_action =
+   repay_comparator``, once per generation, at any look: a look that cannot promote spends no
+   level); when it was re-paid already, insufficient. Otherwise
    ``δ̂ − drift_absorb_sd·SE``, when above the tolerance, becomes the cost margin (0.5 SE: the
    calibration's trade between a spurious margin eating power and a real 10 % drift leaking
    through).
@@ -549,16 +550,16 @@ def check_set(
     effects = {f.effect for f in findings}
     cand_runs = min((t.cand.valid for t in counted), default=0)
     action: NextStep = "decide"
-    if drift.verdict == "exceeded" and inp.look < policy.max_looks and "keep" not in effects:
+    if drift.verdict == "exceeded" and not inp.comparator_repaid and "keep" not in effects:
         action = "repay_comparator"
         findings.append(
             Finding(
                 rule="sequential",
                 effect="insufficient",
                 task=None,
-                message=f"look {inp.look}/{policy.max_looks}: the planner re-pays the "
+                message=f"look {inp.look}/{policy.max_looks}: the generation re-pays the "
                 "comparator's reused cells fresh, sets its pooled history aside, and the gate "
-                "looks again.",
+                "looks again (this look could not promote, so it spends no level).",
             )
         )
     elif (

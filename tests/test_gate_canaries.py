@@ -219,3 +219,35 @@ def test_demo_second_generation_pays_one_gate_canary_per_task_of_each_gated_arm(
     assert generation_canaries(bench, "g0002", tasks) >= {
         (c.task, c.arm, c.run) for c in paid if c.kind == "canary"
     }
+
+
+def test_demo_second_generation_with_its_gate_canaries_still_promotes_on_a_5_task_drift() -> None:
+    """The demo's recorded outcomes as g0002 sees them: the comparator's gate canaries fresh, its
+    other runs reused from g0001. The drift estimate rests on every implementation task (it rested
+    on one with a single canary per arm) and the decision stays ``promote``."""
+    from bench_assets.gate import decide
+    from tests.test_gate import NOW as GATE_NOW
+    from tests.test_gate import _demo_world, gate
+
+    bench = load_benchmark(DEMO_TASKS)
+    tasks = generation_tasks(bench)
+    plan_mod._canary_memo.clear()
+    fresh = {(t, r) for t, a, r in generation_canaries(bench, "g0002", tasks) if a == "workflow"}
+    world, policy = _demo_world()
+    assert {t for t, _ in fresh} == set(world)
+    old = GATE_NOW - dt.timedelta(days=1)
+    seen = {
+        t: [
+            o
+            if o.arm != "workflow" or (t, o.run) in fresh
+            else o.model_copy(update={"reused": True, "generation": "g0001", "recorded_at": old})
+            for o in cells
+        ]
+        for t, cells in world.items()
+    }
+    d = decide(gate(seen, policy))
+    assert d.decision == "promote", d.reasons
+    assert d.paired_v2 is not None
+    drift = d.paired_v2.drift
+    assert (drift.tasks, drift.fresh_runs, drift.old_runs) == (5, 5, 10)
+    assert drift.verdict == "within"

@@ -46,13 +46,13 @@ from gate_sim import SCENARIOS, Cells, Scenario, World  # noqa: E402
 
 from bench_assets.errorkinds import ErrorKind  # noqa: E402
 from bench_assets.gate import GateInput, RunOutcome, decide  # noqa: E402
-from bench_assets.models import PolicyConfig  # noqa: E402
+from bench_assets.models import PolicyConfig, ReuseConfig  # noqa: E402
 
 NOW = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
 FRESH_AT = NOW - dt.timedelta(hours=1)
 OLD_AT = NOW - dt.timedelta(days=20)
 RUNS = 3
-CANARIES_PER_TASK = 1
+CANARIES_PER_TASK = ReuseConfig().gate_canaries_per_task  # the planner's default
 POOLED_RUNS = 9
 CHUNK = 100
 POLICIES: dict[str, PolicyConfig] = {

@@ -762,7 +762,12 @@ class ReuseConfig(_Strict):
 
     max_age_days: int = Field(default=90, ge=0)
     canaries: int = Field(default=1, ge=0)
-    """Fresh cells paid per comparator arm per generation even when all are reusable."""
+    """Fresh cells paid per comparator arm per generation even when all are reusable (arms no
+    candidate is gated against; all comparator arms when ``gate_canaries_per_task`` is 0)."""
+    gate_canaries_per_task: int = Field(default=1, ge=0)
+    """Fresh cells paid per task, each generation, of every comparator arm a candidate arm is
+    gated against (its ``pairs_with``), on the tasks that arm runs on: the fresh evidence the
+    gate's drift estimate compares reused cells with. 0 turns them off."""
 
 
 class ScheduleConfig(_Strict):

@@ -14,11 +14,14 @@ identity stored in its latest record, and names what changed:
 * ``upstream`` — a binding field (e.g. ``binding.prompt_digest``), the oracle, graph, incumbent
   skills or overlay changed (named);
 * ``candidate`` — candidate cells always run for a new overlay;
-* ``canary`` — ``reuse.canaries`` reusable cells per comparator arm are paid anyway, rotated
-  deterministically by generation number, to measure current health and a noise floor.
+* ``canary`` — reusable comparator cells paid anyway, rotated deterministically by generation
+  number: ``reuse.gate_canaries_per_task`` per task of every comparator arm a candidate is gated
+  against (``pairs_with``), the fresh evidence the gate's drift estimate compares the reused cells
+  with (:func:`choose_gate_canaries`), and ``reuse.canaries`` per other comparator arm, to
+  measure current health and a noise floor (:func:`choose_canaries`).
 """
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -136,23 +139,63 @@ def generation_number(generation: str) -> int:
 
 
 def choose_canaries(
-    tasks: list[str], comparator_arms: list[str], runs: int, generation: str, canaries: int
+    tasks: list[str],
+    comparator_arms: list[str],
+    runs: int,
+    generation: str,
+    canaries: int,
+    applies: Mapping[str, Collection[str]] | None = None,
 ) -> set[tuple[str, str, int]]:
     """``canaries`` cells per comparator arm for this generation, rotated by its number.
 
     Chosen over the whole generation (every task × run of the arm), so the choice does not
     depend on the order in which tasks become ready; a chosen cell that must run anyway is
-    simply fresh already.
+    simply fresh already. ``applies`` (task → the arms that run on it,
+    :meth:`~bench_assets.catalog.Benchmark.arms_for`) keeps a canary off a task where its arm
+    has no cell (a review arm's canary on an implementation task would be lost).
     """
     chosen: set[tuple[str, str, int]] = set()
     n = generation_number(generation)
     for arm in sorted(comparator_arms):
-        cells = [(t, arm, r) for t in sorted(tasks) for r in range(runs)]
+        cells = [
+            (t, arm, r)
+            for t in sorted(tasks)
+            if applies is None or arm in applies.get(t, ())
+            for r in range(runs)
+        ]
         if not cells:
             continue
         for j in range(min(canaries, len(cells))):
             chosen.add(cells[(n * canaries + j) % len(cells)])
     return chosen
+
+
+def choose_gate_canaries(
+    applies: Mapping[str, Collection[str]],
+    gated_arms: Collection[str],
+    runs: int,
+    generation: str,
+    per_task: int,
+) -> set[tuple[str, str, int]]:
+    """``per_task`` cells of every gated comparator arm on every task it applies to.
+
+    ``applies`` maps each task of the generation to the arms that run on it; ``gated_arms`` are
+    the comparator arms a candidate is judged against (its ``pairs_with``). The gate estimates the
+    drift of reused comparator evidence per task from tasks with both fresh and reused runs, so
+    every task gets fresh ones. Runs ``(n·per_task + j) mod runs`` for ``j < per_task`` (``n`` the
+    generation number): distinct within a generation, and every run index is refreshed over
+    ``⌈runs / per_task⌉`` generations. Each task's choice depends on that task alone, so it is
+    independent of readiness order and linear in the tasks.
+    """
+    n = generation_number(generation)
+    picks = {(n * per_task + j) % runs for j in range(min(per_task, runs))} if runs else set()
+    return {
+        (task, arm, r)
+        for task, arms in applies.items()
+        for arm in gated_arms
+        if arm in arms
+        for r in picks
+    }
 
 
 class Verdict(BaseModel):
@@ -190,13 +233,15 @@ def reuse_verdict(
     max_age_days: int,
     now: datetime,
     digest: str | None = None,
+    gate_canary: bool = False,
 ) -> Verdict:
     """The one reuse policy: the planner and the cell assets both ask it.
 
     A record is reusable only when it exists, its error kind is reusable (a valid negative such as
     ``oracle-failed`` is; an infra or session error never is), it is younger than
     ``max_age_days`` and it was made for exactly this identity. A reusable comparator cell chosen
-    as a canary is paid anyway. ``digest``: ``identity_digest(ident)`` when the caller has it.
+    as a canary is paid anyway (``gate_canary``: as the gate's fresh drift evidence).
+    ``digest``: ``identity_digest(ident)`` when the caller has it.
     """
     digest = digest or identity_digest(dict(ident))
     if role == "candidate" and (before is None or before.identity_digest != digest):
@@ -219,6 +264,12 @@ def reuse_verdict(
         return Verdict(kind=kind, reason=reason, changed=changed)
     if role == "candidate":
         return Verdict(kind="reusable", reason="unchanged candidate cell (same overlay)")
+    if gate_canary:
+        return Verdict(
+            kind="canary",
+            reason=f"gate canary for arm {arm}: reusable from {since}, paid fresh as the "
+            "evidence the gate's drift estimate compares the reused comparator cells with",
+        )
     if canary:
         return Verdict(
             kind="canary",
@@ -233,9 +284,10 @@ def plan_generation(
     current: Mapping[tuple[str, str, int], dict[str, Any]],
     prior: Mapping[tuple[str, str, int], PriorCell | None],
     roles: Mapping[str, Literal["comparator", "candidate"]],
-    canary_cells: set[tuple[str, str, int]],
+    canary_cells: Collection[tuple[str, str, int]],
     max_age_days: int,
     now: datetime,
+    gate_canary_cells: Collection[tuple[str, str, int]] = frozenset(),
 ) -> list[PlannedCell]:
     """Plan every cell (keys are (task, arm, run)) with :func:`reuse_verdict`."""
     planned: list[PlannedCell] = []
@@ -252,6 +304,7 @@ def plan_generation(
             max_age_days=max_age_days,
             now=now,
             digest=digest,
+            gate_canary=key in gate_canary_cells,
         )
         planned.append(
             PlannedCell(

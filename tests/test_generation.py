@@ -129,7 +129,8 @@ def test_daemon_path_runs_a_whole_generation_then_pays_only_what_changed(tmp_pat
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"wfbench/generation": "g0001"}))
         assert len(runs) >= 6 + 3, "every stage ran as its own tagged run"
         g2 = evolve(str(root), artifact_root=str(art), instance=instance)
-        # Only the candidate cells (2) and one canary per comparator arm (2) are paid.
+        # Only the candidate cells (2), one gate canary of workflow (cand's pairs_with) on the
+        # one task and one canary of baseline are paid.
         assert (g2.generation, g2.candidate, g2.paid_cells, g2.reused_cells) == (
             "g0002",
             "c2",

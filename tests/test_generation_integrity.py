@@ -32,12 +32,15 @@ TASKS = ("alpha", "beta")
 
 
 def two_task_bench(tmp_path: Path, runs: int = 2, canaries: int = 0) -> Path:
-    """Two tasks × (baseline, workflow, cand) × ``runs``; two queued candidates c1, c2."""
+    """Two tasks × (baseline, workflow, cand) × ``runs``; two queued candidates c1, c2.
+
+    ``canaries`` per generation of baseline and per task of workflow (cand's ``pairs_with``:
+    gate canaries); 0 pays none."""
     root = replay_bench(tmp_path)
     add_task(root, "beta")
     data = yaml.safe_load((root / "bench.yaml").read_text())
     data["runs"] = runs
-    data["reuse"] = {"canaries": canaries}
+    data["reuse"] = {"canaries": canaries, "gate_canaries_per_task": canaries}
     write_yaml(root / "bench.yaml", data)
     patch = fix_patch(root)
     for name, p in (("b.jsonl", ""), ("w.jsonl", patch)):
@@ -224,16 +227,16 @@ def aggregate_files(art: Path) -> int:
 def test_kill_9_then_evolve_pays_nothing_twice_and_decides_on_own_cells(
     tmp_path: Path, env: dict[str, str], point: str
 ) -> None:
-    """g0002 pays 4 candidate cells and 2 canaries (6); it is SIGKILLed at ``point``, then
-    ``wfbench evolve`` resumes it: no cell (canaries included) is paid twice, and the decision
-    cites only c2's cells, paid in g0002."""
+    """g0002 pays 4 candidate cells and 3 canaries (7: one of baseline, one gate canary of
+    workflow per task); it is SIGKILLed at ``point``, then ``wfbench evolve`` resumes it: no cell
+    (canaries included) is paid twice, and the decision cites only c2's cells, paid in g0002."""
     root, art = two_task_bench(tmp_path, runs=2, canaries=1), tmp_path / "art"
     first = subprocess.run(cli("evolve", "--tasks", str(root)), env=env, capture_output=True)
     assert first.returncode == 0, first.stderr.decode()[-2000:]
     before = aggregate_files(art)
     ready = {
         "30%": lambda: g0002_paid(art) >= 2,
-        "80%": lambda: g0002_paid(art) >= 5,
+        "80%": lambda: g0002_paid(art) >= 6,
         "during a cell": lambda: g0002_paid(art) >= 1 and any((art / "work").glob("*")),
         "during the decision": lambda: aggregate_files(art) > before,
     }[point]
@@ -247,7 +250,7 @@ def test_kill_9_then_evolve_pays_nothing_twice_and_decides_on_own_cells(
     assert json.loads(resumed.stdout)["generation"] == "g0002"
     counts = records_by_generation(art)
     assert all(n == 1 for n in counts.values()), f"a cell was paid twice: {counts}"
-    assert g0002_paid(art) == 6
+    assert g0002_paid(art) == 7
     assert_decided_on_own_evidence(art, "g0002")
 
 

@@ -58,7 +58,7 @@ def generation_bench(base: Path) -> Path:
     root = replay_bench(base)
     data = yaml.safe_load((root / "bench.yaml").read_text())
     data["policy"] = {"name": "strict", "min_runs": 1}
-    data["reuse"] = {"canaries": 0}
+    data["reuse"] = {"canaries": 0, "gate_canaries_per_task": 0}
     data["arms"]["cand"]["agent"]["predictions"] = "replays/c.jsonl"
     write_yaml(root / "bench.yaml", data)
     row = json.loads((root / "replays" / "w.jsonl").read_text().splitlines()[0])

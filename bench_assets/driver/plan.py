@@ -11,7 +11,8 @@ Planning costs O(cells) with a small constant: the input identities come from th
 latest materializations (:func:`stored_input_identities`, a few queries per asset; no template or
 graph is rebuilt), the cells' latest materializations are fetched in bulk per asset
 (:func:`~bench_assets.defs.resources.latest_metadata_by_partition`), each predictions file is
-parsed once per process, and canaries are chosen once per generation.
+parsed once per process, and canaries (health and gate canaries) are chosen once per
+generation.
 """
 
 import datetime as dt
@@ -40,7 +41,13 @@ from bench_assets.driver.instance import INPUT_ASSETS, decision_records, latest_
 from bench_assets.errors import WfbenchError
 from bench_assets.generation import next_candidate_requeue, next_generation
 from bench_assets.hashing import sha256_json
-from bench_assets.planner import PlannedCell, PriorCell, choose_canaries, plan_generation
+from bench_assets.planner import (
+    PlannedCell,
+    PriorCell,
+    choose_canaries,
+    choose_gate_canaries,
+    plan_generation,
+)
 from bench_assets.store import ArtifactStore
 
 CellKey = tuple[str, str, int]
@@ -152,24 +159,47 @@ def prior_cells(
 _canary_memo: list[Any] = []
 
 
-def generation_canaries(bench: Benchmark, generation: str, tasks: list[str]) -> set[CellKey]:
-    """The generation's canary cells, chosen once over its ``tasks`` (memoized per benchmark).
+def gated_comparator_arms(bench: Benchmark) -> list[str]:
+    """The comparator arms some candidate arm is judged against (their ``pairs_with``), sorted."""
+    arms = bench.config.arms
+    return sorted({arms[c].pairs_with or "" for c in bench.config.candidate_arms()} - {""})
 
-    :func:`plan_task` is called once per task; choosing over all N tasks on each call made a
-    generation's planning quadratic.
+
+def _canaries(
+    bench: Benchmark, generation: str, tasks: list[str]
+) -> tuple[frozenset[CellKey], frozenset[CellKey]]:
+    """(health canaries, gate canaries) of the generation, chosen once over its ``tasks``.
+
+    Memoized per benchmark: :func:`plan_task` is called once per task; choosing over all N tasks
+    on each call made a generation's planning quadratic.
     """
     key = (generation, tuple(tasks))
     if _canary_memo and _canary_memo[0] is bench and _canary_memo[1] == key:
-        return set(_canary_memo[2])
-    chosen = choose_canaries(
+        return _canary_memo[2], _canary_memo[3]
+    reuse = bench.config.reuse
+    applies = {t: bench.arms_for(t) for t in tasks}
+    gated = gated_comparator_arms(bench) if reuse.gate_canaries_per_task else []
+    health = choose_canaries(
         tasks,
-        bench.config.comparator_arms(),
+        [a for a in bench.config.comparator_arms() if a not in gated],
         bench.config.runs,
         generation,
-        bench.config.reuse.canaries,
+        reuse.canaries,
+        applies,
     )
-    _canary_memo[:] = [bench, key, frozenset(chosen)]
-    return chosen
+    gate = choose_gate_canaries(
+        applies, gated, bench.config.runs, generation, reuse.gate_canaries_per_task
+    )
+    _canary_memo[:] = [bench, key, frozenset(health), frozenset(gate)]
+    return frozenset(health), frozenset(gate)
+
+
+def generation_canaries(bench: Benchmark, generation: str, tasks: list[str]) -> set[CellKey]:
+    """Every canary cell of the generation over its ``tasks``: ``reuse.gate_canaries_per_task``
+    per task of each gated comparator arm (:func:`gated_comparator_arms`) and ``reuse.canaries``
+    per other comparator arm (per every comparator arm when gate canaries are off)."""
+    health, gate = _canaries(bench, generation, tasks)
+    return set(health | gate)
 
 
 def plan_task(
@@ -217,11 +247,13 @@ def _plan(
                 current[(task, arm, run)] = cell_identity(
                     bench, task, arm, run, task_inputs, adapters[arm]
                 )
+    health, gate = _canaries(bench, generation, tasks)
     return plan_generation(
         current=current,
         prior=prior,
         roles=roles,  # type: ignore[arg-type]
-        canary_cells=generation_canaries(bench, generation, tasks),
+        canary_cells=health,
+        gate_canary_cells=gate,
         max_age_days=bench.config.reuse.max_age_days,
         now=now,
     )

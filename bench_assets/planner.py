@@ -54,6 +54,12 @@ UPSTREAM_FIELDS = {
 }
 
 
+PlanKind = Literal[
+    "missing", "excluded", "expired", "code", "upstream", "candidate", "canary", "reusable", "drift"
+]
+"""Why a cell is paid or reused (``drift``: re-paid after comparator drift, driver/looks.py)."""
+
+
 class PriorCell(BaseModel):
     """What the planner needs from a cell's latest record."""
 
@@ -93,17 +99,7 @@ class PlannedCell(BaseModel):
     role: Literal["comparator", "candidate"]
     action: Literal["run", "reuse"]
     reason: str
-    kind: Literal[
-        "missing",
-        "excluded",
-        "expired",
-        "code",
-        "upstream",
-        "candidate",
-        "canary",
-        "reusable",
-        "drift",
-    ]
+    kind: PlanKind
     changed: list[str]
     prior_generation: str | None
     prior_run_id: str | None
@@ -203,17 +199,7 @@ class Verdict(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    kind: Literal[
-        "missing",
-        "excluded",
-        "expired",
-        "code",
-        "upstream",
-        "candidate",
-        "canary",
-        "reusable",
-        "drift",
-    ]
+    kind: PlanKind
     reason: str
     changed: list[str] = []
 

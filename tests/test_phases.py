@@ -242,7 +242,7 @@ def test_sum_usage_keeps_unknown_unknown() -> None:
 
 
 def test_an_unknown_cost_cell_of_a_phased_arm_counts_every_phase_budget(tmp_path: Path) -> None:
-    from bench_assets.driver.evolve import _session_budget
+    from bench_assets.driver.paying import session_budget as _session_budget
 
     agent = {"adapter": "claude-code", "max_budget_usd": 2.0}
     root = make_bench(

@@ -1,5 +1,8 @@
 """The bulk history lookup (issue 13, pooled comparator history at scale): many partitions'
-latest materializations in a few queries, exactly as the one-partition lookup returns them."""
+latest materializations in a few queries, exactly as the one-partition lookup returns them.
+
+Each test runs both ways the lookup reads: storage ids from the SQL event log (``sql``) and
+Dagster's ``fetch_materializations`` alone (``dagster``, what a non-SQL event log gets)."""
 
 import dagster as dg
 import pytest
@@ -11,19 +14,26 @@ from bench_assets.defs.resources import (
 )
 
 
+@pytest.fixture(params=["sql", "dagster"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "dagster":
+        monkeypatch.setattr(resources, "_materialization_ids", lambda *a: None)
+    return str(request.param)
+
+
 @pytest.fixture
-def instance():
+def instance(path: str):
     with dg.instance_for_test() as inst:
         yield inst
 
 
 def _report(instance: dg.DagsterInstance, asset: str, partition: str, n: int) -> None:
+    metadata: dict[str, object] = {"n": n, "record_path": f"/r/{partition}/{n}"}
+    if n % 5 == 0:  # stored as an object: read through Dagster's deserializer
+        metadata["json"] = {"n": [n]}
     instance.report_runless_asset_event(
         dg.AssetMaterialization(
-            asset,
-            partition=partition,
-            metadata={"n": n, "record_path": f"/r/{partition}/{n}"},
-            tags={"dagster/data_version": f"v{n}"},
+            asset, partition=partition, metadata=metadata, tags={"dagster/data_version": f"v{n}"}
         )
     )
 
@@ -44,14 +54,14 @@ def _history(instance: dg.DagsterInstance) -> list[str]:
 
 
 def test_bulk_history_equals_the_per_partition_lookup_for_every_partition(
-    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+    instance: dg.DagsterInstance, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     keys = _history(instance)
-    queries: list[int] = []
+    queries: list[dg.AssetRecordsFilter] = []
     real = instance.fetch_materializations
 
     def counting(records_filter, limit, *a, **kw):
-        queries.append(limit)
+        queries.append(records_filter)
         return real(records_filter, limit, *a, **kw)
 
     for limit in (1, 3, 5, 50):
@@ -68,11 +78,17 @@ def test_bulk_history_equals_the_per_partition_lookup_for_every_partition(
             monkeypatch.setattr(instance, "fetch_materializations", real)
             assert got == expected, (limit, page, per_query)
             assert list(got) == keys
-            if per_query == 1000:
-                assert len(queries) == 1
+            chunks = -(-len(keys) // page)
+            if path == "dagster" and per_query == 1000:
+                assert len(queries) == chunks  # each chunk's records fit one query
+            if path == "sql":  # Dagster reads only the non-plain records (n % 5 == 0)
+                assert all(q.storage_ids and not q.asset_partitions for q in queries)
+                read = {n for v in got.values() for n in (md["n"] for md in v) if n % 5 == 0}
+                assert sum(len(q.storage_ids or []) for q in queries) == len(read)
     got = partition_materializations_by_partition(instance, "cells", keys, 3)
     assert [md["n"] for md in got["p5"]] == [21, 20, 19]  # newest first
     assert got["p6"] == [] and got["p0"][0]["data_version"] == "v0"
+    assert got["p5"][1]["json"] == {"n": [20]} and "json" not in got["p5"][0]  # non-plain too
 
 
 def test_bulk_history_of_nothing_and_of_repeated_partitions(instance: dg.DagsterInstance) -> None:
@@ -88,9 +104,29 @@ def test_bulk_history_of_nothing_and_of_repeated_partitions(instance: dg.Dagster
         partition_materializations_by_partition(instance, "cells", keys, 0)
 
 
-def test_bulk_history_of_multi_partition_keys_after_a_wipe(instance: dg.DagsterInstance) -> None:
+@pytest.fixture(params=["sharded", "consolidated"])
+def wipe_instance(request: pytest.FixtureRequest, path: str, tmp_path):
+    """The default sqlite storage deletes a wiped asset's events; the consolidated one, like
+    PostgreSQL, keeps them and filters them out by the wipe time."""
+    overrides = None
+    if request.param == "consolidated":
+        overrides = {
+            "event_log_storage": {
+                "module": "dagster._core.storage.event_log",
+                "class": "ConsolidatedSqliteEventLogStorage",
+                "config": {"base_dir": str(tmp_path / "events")},
+            }
+        }
+    with dg.instance_for_test(overrides=overrides) as inst:
+        yield inst
+
+
+def test_bulk_history_of_multi_partition_keys_after_a_wipe(
+    wipe_instance: dg.DagsterInstance,
+) -> None:
     """The cell assets' keys are MultiPartitionKeys; a wiped asset's older events are gone for
     both lookups alike."""
+    instance = wipe_instance
     keys = [str(dg.MultiPartitionKey({"task": t, "cell": "a.r0"})) for t in ("t1", "t2")]
     for n in range(3):
         for key in keys:

@@ -31,7 +31,13 @@ record is reused (no session runs), through the Dagster run path (``QueueExecuto
 run per cell, launched by a daemon in its own process) and the in-process path
 (``InProcessExecutor``), with the instance bytes each path adds per cell.
 
-Run: ``.venv/bin/python bench/scale.py [--sizes 10,100,1000] [--json] [--workdir DIR]``.
+With ``--compare-history`` each generation is also decided on a throwaway copy of the instance
+and artifacts with the pooled comparator history read one event-log query per comparator cell
+(the lookup before the bulk one), and the report puts the time spent in that lookup and the whole
+decide side by side: per-cell / bulk.
+
+Run: ``.venv/bin/python bench/scale.py [--sizes 10,100,1000] [--json] [--workdir DIR]
+[--compare-history]``.
 Targets (the scale issue): plan after a generation at 1,000 tasks <= 10 s and <= 1 GB; growth of
 that plan 1,000/100 <= 12x.
 """
@@ -389,16 +395,30 @@ def record_generation(
 
 
 DECIDE = """
-import sys, json, warnings
+import sys, json, time, warnings
 import dagster as dg
 warnings.filterwarnings("ignore")
 from bench_assets.catalog import load_benchmark
+from bench_assets.defs import decision, resources
 from bench_assets.driver.instance import materialize_decision
+if sys.argv[4] == "per-cell":  # the lookup before the bulk one: one event-log query per cell
+    decision.partition_materializations_by_partition = lambda inst, asset, keys, limit: {
+        k: resources.partition_materializations(inst, asset, k, limit) for k in keys}
+pooled = decision._pooled_history
+spent = []
+def timed_pooled(*a, **kw):
+    start = time.perf_counter()
+    try:
+        return pooled(*a, **kw)
+    finally:
+        spent.append(time.perf_counter() - start)
+decision._pooled_history = timed_pooled
 bench = load_benchmark(sys.argv[1])
 out = materialize_decision(dg.DagsterInstance.get(), bench.task_ids(), tasks_dir=str(bench.root),
     artifact_root=sys.argv[2], generation=sys.argv[3], aborted=False,
     progress=lambda m: print(m, file=sys.stderr))
-print(json.dumps({"decision": out["decision"].get("decision")}))
+print(json.dumps({"decision": out["decision"].get("decision"),
+    "pooled_history_s": sum(spent) if spent else None}))
 """
 
 
@@ -487,6 +507,8 @@ class SizeResult:
     plans: dict[str, dict[str, int]] = field(default_factory=dict)
     decisions: dict[str, str] = field(default_factory=dict)
     orchestration: dict[str, Any] = field(default_factory=dict)
+    pooled_history: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """generation -> lookup ("bulk", "per-cell") -> seconds in ``_pooled_history``."""
 
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -496,7 +518,29 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def run_size(n: int, work: Path, *, real_inputs: bool, measure_orchestration: bool) -> SizeResult:
+def _decide(
+    res: SizeResult, n: int, root: Path, art: Path, env: dict[str, str], generation: str, how: str
+) -> str:
+    """One timed ``DECIDE`` process with the given pooled-history lookup; its verdict."""
+    label = f"decide {generation}" + ("" if how == "bulk" else f" ({how})")
+    decided = timed(
+        f"{n}: {label}", [sys.executable, "-c", DECIDE, str(root), str(art), generation, how], env
+    )
+    res.times[label] = decided.wall_s
+    res.peaks[label] = decided.peak_mb
+    out = json.loads(decided.stdout.strip().splitlines()[-1])
+    res.pooled_history.setdefault(generation, {})[how] = out["pooled_history_s"]
+    return str(out["decision"])
+
+
+def run_size(
+    n: int,
+    work: Path,
+    *,
+    real_inputs: bool,
+    measure_orchestration: bool,
+    compare_history: bool = False,
+) -> SizeResult:
     _log(f"--- {n} tasks ---")
     root = make_suite(n, work / f"suite{n}")
     home, art = work / f"home{n}", work / f"art{n}"
@@ -551,14 +595,24 @@ def run_size(n: int, work: Path, *, real_inputs: bool, measure_orchestration: bo
         )
         res.setup[f"record {generation} ({k} cells)"] = time.perf_counter() - start
         res.sizes[f"{generation} cells"] = home_bytes(home)
-        decided = timed(
-            f"{n}: decide {generation}",
-            [sys.executable, "-c", DECIDE, str(root), str(art), generation],
-            env,
-        )
-        res.times[f"decide {generation}"] = decided.wall_s
-        res.peaks[f"decide {generation}"] = decided.peak_mb
-        res.decisions[generation] = json.loads(decided.stdout.strip().splitlines()[-1])["decision"]
+        if compare_history:
+            # The per-cell lookup decides on a copy of this state, after the real decision (so
+            # it, not the bulk lookup, gets any warm file cache), and is then thrown away.
+            twin_home, twin_art = work / f"home{n}-per-cell", work / f"art{n}-per-cell"
+            for src, dst in ((home, twin_home), (art, twin_art)):
+                shutil.rmtree(dst, ignore_errors=True)
+                shutil.copytree(src, dst)
+        res.decisions[generation] = _decide(res, n, root, art, env, generation, "bulk")
+        if compare_history:
+            twin_env = {**env, "DAGSTER_HOME": str(twin_home), "WFBENCH_ARTIFACTS": str(twin_art)}
+            verdict = _decide(res, n, root, twin_art, twin_env, generation, "per-cell")
+            if verdict != res.decisions[generation]:
+                raise RuntimeError(
+                    f"{generation}: per-cell history decided {verdict}, "
+                    f"bulk {res.decisions[generation]}"
+                )
+            shutil.rmtree(twin_home, ignore_errors=True)
+            shutil.rmtree(twin_art, ignore_errors=True)
         res.sizes[f"after {generation}"] = home_bytes(home)
         plan = json.loads(run(label, "plan", "--json", "--tasks", str(root)).stdout)
         res.plans[generation] = _counts(plan)
@@ -582,12 +636,22 @@ COMMANDS = [
     "plan (after g0001)",
     "plan (after g0002)",
     "decide g0001",
+    "decide g0001 (per-cell)",
     "decide g0002",
+    "decide g0002 (per-cell)",
 ]
 
 
 def _met(ok: bool) -> str:
     return "met" if ok else "NOT met"
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "-" if a is None or not b else f"{a / b:.1f}x"
 
 
 def report(results: list[SizeResult]) -> str:
@@ -636,6 +700,15 @@ def report(results: list[SizeResult]) -> str:
         lines.append(
             f"  {r.tasks:>5} tasks: " + ", ".join(f"{k} {v:.0f}" for k, v in r.setup.items())
         )
+    if any(r.pooled_history for r in results):
+        lines.append("pooled comparator history inside decide, seconds (per-cell / bulk lookup):")
+    for r in results:
+        for generation, spent in r.pooled_history.items():
+            bulk, per_cell = spent.get("bulk"), spent.get("per-cell")
+            whole = [r.times.get(f"decide {generation}{x}") for x in ("", " (per-cell)")]
+            row = f"  {r.tasks:>5} tasks {generation}: history {_s(per_cell)} / {_s(bulk)}"
+            row += f" = {_ratio(per_cell, bulk)}; whole decide {_s(whole[1])} / {_s(whole[0])}"
+            lines.append(row + f" = {_ratio(whole[1], whole[0])}")
     for r in results:
         if r.orchestration:
             lines.append(f"per-cell orchestration at {r.tasks} tasks (reused cells, no session):")
@@ -668,6 +741,12 @@ def main() -> None:
     ap.add_argument("--real-inputs-max", type=int, default=1000)
     ap.add_argument("--workdir", type=Path, default=None, help="keep suites and instances here")
     ap.add_argument("--no-orchestration", action="store_true")
+    ap.add_argument(
+        "--compare-history",
+        action="store_true",
+        help="also decide each generation on a copy of the instance with the pooled comparator "
+        "history read one query per cell (the lookup before the bulk one); report both",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -682,6 +761,7 @@ def main() -> None:
                 work,
                 real_inputs=n <= args.real_inputs_max,
                 measure_orchestration=i == 0 and not args.no_orchestration,
+                compare_history=args.compare_history,
             )
         )
         print(report(results) if not args.json else "", file=sys.stderr, flush=True)

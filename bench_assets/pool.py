@@ -8,11 +8,12 @@ within ``reuse.max_age_days`` and valid, are the same experiment repeated: the g
 extra comparator runs (:attr:`bench_assets.gate.RunOutcome.pooled`) and controls their drift
 against this generation's fresh comparator runs (:mod:`bench_assets.gate.paired2`).
 
-Pure: the caller hands in each partition's materializations as :class:`CellView` objects.
+Pure: the caller reads the partitions :func:`history_cells` names (in one bulk lookup) and hands
+in their materializations as :class:`CellView` objects.
 """
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 
 from bench_assets.aggregate import TaskAggregate
 from bench_assets.documents import CellView
@@ -33,6 +34,12 @@ def _metric(view: CellView, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
+def history_cells(aggs: list[TaskAggregate], arm: str) -> list[tuple[str, str]]:
+    """The ``(task, cell)`` partitions whose history :func:`pooled_outcomes` reads: ``arm``'s
+    evidence cells, in the aggregates' order."""
+    return [(agg.task, e.cell) for agg in aggs for e in agg.evidence if e.arm == arm]
+
+
 def pooled_outcomes(
     aggs: list[TaskAggregate],
     arm: str,
@@ -40,7 +47,7 @@ def pooled_outcomes(
     metric: str,
     now: dt.datetime,
     max_age_days: int,
-    history: Callable[[str, str], list[CellView]],
+    history: Mapping[tuple[str, str], Sequence[CellView]],
 ) -> list[RunOutcome]:
     """Earlier valid records of ``arm``'s cells with the identity of the generation's evidence.
 
@@ -50,7 +57,8 @@ def pooled_outcomes(
         metric: The policy metric.
         now: The decision time.
         max_age_days: Older records are not pooled.
-        history: ``(task, cell)`` → that partition's materializations, newest first.
+        history: ``(task, cell)`` → that partition's materializations, newest first, for
+            the cells :func:`history_cells` names (a cell left out has no history).
 
     Returns:
         One pooled outcome per distinct extra record, newest first per task; records already
@@ -65,7 +73,7 @@ def pooled_outcomes(
         for e in agg.evidence:
             if e.arm != arm:
                 continue
-            views = history(agg.task, e.cell)
+            views = history.get((agg.task, e.cell), ())
             current = next((v for v in views if v.record.record_id == e.record_id), None)
             if current is None:
                 continue

@@ -6,6 +6,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from bench_assets.cellkeys import cell_key
+from bench_assets.defs import decision as decision_defs
 from bench_assets.documents import load_decision
 from bench_assets.driver.instance import decision_records
 from bench_assets.gate.explain import v2_lines
@@ -20,13 +22,30 @@ def instance():
 
 
 @pytest.mark.slow
-def test_earlier_records_of_the_same_identity_are_pooled(tmp_path: Path, instance) -> None:
+def test_earlier_records_of_the_same_identity_are_pooled(
+    tmp_path: Path, instance, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root, art = replay_bench(tmp_path), tmp_path / "art"
     run_all(instance, root, art)  # g0001 pays every cell
     cells(instance, root, art, force=True, generation="g0002")  # paid again: same identity
+    lookups: list[tuple[str, list[str]]] = []
+    bulk = decision_defs.partition_materializations_by_partition
+
+    def recording(inst, asset, keys, **kw):
+        lookups.append((asset, list(keys)))
+        return bulk(inst, asset, keys, **kw)
+
+    monkeypatch.setattr(decision_defs, "partition_materializations_by_partition", recording)
     decide(instance, root, art, "g0002")
     doc = load_decision(Path(str(decision_records(instance)[0]["decision_path"])))
     d = doc.decision
+    # every comparator cell's history in one bulk lookup, not one query per cell
+    inc_cells = sorted(
+        str(dg.MultiPartitionKey({"task": e.task, "cell": cell_key(e.arm, e.run)}))
+        for e in d.evidence
+        if e.arm == d.incumbent_arm and not e.pooled
+    )
+    assert [(a, sorted(k)) for a, k in lookups] == [("comparator_cells", inc_cells)]
     assert d.policy_name == "paired" and d.paired_v2 is not None
     pool = d.paired_v2.pooled
     assert (pool.fresh_runs, pool.pooled_runs, pool.tasks_with_pool) == (1, 1, 1)

@@ -26,6 +26,7 @@ from bench_assets.defs.resources import (
     BenchResource,
     latest_metadata_by_partition,
     partition_materializations,
+    partition_materializations_by_partition,
     upstream_metadata,
 )
 from bench_assets.documents import CellLineage, DecisionDocument, load_cell, load_decision
@@ -419,21 +420,23 @@ def _pooled_history(
     now: dt.datetime,
 ) -> list[gate_mod.RunOutcome]:
     """Earlier records of the comparator's cells, as :func:`bench_assets.pool.pooled_outcomes`
-    reads them (one materialization query per comparator cell)."""
+    reads them (all comparator cells' histories in one bulk lookup)."""
     cand = bench.config.candidate_arms("implementation")
     inc = bench.config.arms[cand[0]].pairs_with if len(cand) == 1 else None
     if not inc:
         return []
-
-    def history(task: str, cell: str) -> list[Any]:
-        key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-        views = [
-            load_cell(task, cell, "comparator_cells", md)
-            for md in partition_materializations(instance, "comparator_cells", key, limit=50)
-            if md.get("record_path")
-        ]
-        return [v for v in views if v is not None]
-
+    keys = {
+        str(dg.MultiPartitionKey({"task": t, "cell": c})): (t, c)
+        for t, c in pool_mod.history_cells(aggs, inc)
+    }
+    found = partition_materializations_by_partition(instance, "comparator_cells", keys, limit=50)
+    history: dict[tuple[str, str], list[Any]] = {}
+    for key, mds in found.items():
+        task, cell = keys[key]
+        views = (
+            load_cell(task, cell, "comparator_cells", md) for md in mds if md.get("record_path")
+        )
+        history[task, cell] = [v for v in views if v is not None]
     return pool_mod.pooled_outcomes(
         aggs,
         inc,

@@ -688,8 +688,8 @@ class PolicyConfig(_Strict):
     split evenly over the sequential looks. With ``v2_resolve_margin`` 0.12 at one look, the
     point of ``bench/gate_calibration.py --frontier`` (10 tasks × 3 runs, p in [0.3, 0.95]) that
     promotes a 10-points-worse, 20 %-cheaper candidate ≤ 20 % of the time with Monte-Carlo room
-    (18.6 % ± 0.6 at 4000 generations); power for a 20 % cost cut is then ~51 %: no design of
-    the grid reaches 80 % at ≤ 40 candidate cells without promoting that candidate ≥ 35 %."""
+    (18.6 % ± 0.6 at 4000 generations); power for a 20 % cost cut is then ~50 %: no design of
+    the grid reaches 80 % at ≤ 40 candidate cells (see the README's frontier)."""
     v2_resolve_margin: float = Field(default=0.12, ge=0, le=1)
     """Non-inferiority margin of the v2 resolve-rate bound (see ``v2_noninferiority_confidence``
     for where the pair sits on the frontier, and the README for the whole table)."""

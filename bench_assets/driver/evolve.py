@@ -370,13 +370,15 @@ def _evolve_locked(
             workspace=workspace,
             progress=progress,
         )
+    aggregated = False
     with executor as ex:
         payer = CellPayer(ex, bench, instance, generation, artifact_root, progress, tally)
         plan = _pay(payer, folder=folder, tasks=tasks)
         if not payer.stopped:
-            plan += sequential_looks(
+            more, aggregated = sequential_looks(
                 payer, artifacts, folder=folder, tasks=tasks, tasks_dir=tasks_dir
             )
+            plan += more
     cells, stop_reason = payer.cells, payer.stop_reason()
     require_tasks_unchanged(bench.root, folder)
     aborted = bool(stop_reason)
@@ -392,6 +394,7 @@ def _evolve_locked(
             generation=generation,
             aborted=aborted,
             progress=progress,
+            aggregate=not aggregated or aborted,
         )
     except StepFailed as e:
         if e.error_class is not IntegrityError:

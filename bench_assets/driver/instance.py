@@ -292,20 +292,23 @@ def materialize_decision(
     generation: str,
     aborted: bool,
     progress: Callable[[str], None],
+    aggregate: bool = True,
 ) -> dict[str, dict[str, object]]:
     """Aggregate every task (:func:`materialize_aggregates`), then decide and report; returns the
-    decision's metadata."""
+    decision's metadata. ``aggregate=False``: the aggregates are current already (a sequential
+    look just materialized them and nothing was paid since)."""
     from bench_assets.defs.decision import benchmark_report, promotion_decision
     from bench_assets.defs.resources import BenchResource
 
-    materialize_aggregates(
-        instance,
-        task_ids,
-        tasks_dir=tasks_dir,
-        artifact_root=artifact_root,
-        generation=generation,
-        progress=progress,
-    )
+    if aggregate:
+        materialize_aggregates(
+            instance,
+            task_ids,
+            tasks_dir=tasks_dir,
+            artifact_root=artifact_root,
+            generation=generation,
+            progress=progress,
+        )
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     gen_tags = {"wfbench/generation": generation} if generation else {}
     progress("promotion_decision, benchmark_report ...")

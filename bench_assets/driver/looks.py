@@ -23,10 +23,11 @@ from pathlib import Path
 
 from bench_assets import gate as gate_mod
 from bench_assets.cellkeys import cell_key, parse_cell_key
-from bench_assets.driver.instance import materialize_aggregates
+from bench_assets.driver.instance import StepFailed, materialize_aggregates
 from bench_assets.driver.paying import CellPayer
 from bench_assets.driver.plan import plan_task, prior_cells
 from bench_assets.driver.transaction import manifest_cells, require_tasks_unchanged
+from bench_assets.errors import IntegrityError
 from bench_assets.manifest import (
     LookRecord,
     ManifestCell,
@@ -126,20 +127,22 @@ def sequential_looks(
     folder: Path,
     tasks: list[str],
     tasks_dir: str,
-) -> list[PlannedCell]:
+) -> tuple[list[PlannedCell], bool]:
     """Look, and pay what the gate asks for, until it decides or the last look is next.
 
-    Returns the cells this call planned (a resumed look's cells were planned before). Pays a
-    resumed generation's recorded looks first. Returns without looking when the payer stopped
-    (breaker or spend cap: the decision is then aborted anyway).
+    Returns the cells this call planned (a resumed look's cells were planned before) and whether
+    the aggregates are current (the last thing done was a look that decided: the decision need
+    not aggregate again). Pays a resumed generation's recorded looks first. Returns without
+    looking when the payer stopped (breaker or spend cap: the decision is then aborted anyway)
+    or the aggregates cannot be built (the decision reports why).
     """
     bench = payer.bench
     policy = bench.config.policy
     if policy.name != "paired":
-        return []
+        return [], False
     cands = bench.config.candidate_arms("implementation")
     if len(cands) != 1:
-        return []  # the decision refuses this configuration and names it
+        return [], False  # the decision refuses this configuration and names it
     cand = cands[0]
     inc = bench.config.arms[cand].pairs_with or ""
     planned_now: list[PlannedCell] = []
@@ -157,16 +160,21 @@ def sequential_looks(
         if payer.stopped or (
             look >= policy.max_looks and (repaid or not _may_drift(payer, folder, inc))
         ):
-            return planned_now
+            return planned_now, False
         require_tasks_unchanged(bench.root, folder, payer.ex)
-        materialize_aggregates(
-            payer.instance,
-            tasks,
-            tasks_dir=tasks_dir,
-            artifact_root=payer.artifact_root,
-            generation=payer.generation,
-            progress=payer.progress,
-        )
+        try:
+            materialize_aggregates(
+                payer.instance,
+                tasks,
+                tasks_dir=tasks_dir,
+                artifact_root=payer.artifact_root,
+                generation=payer.generation,
+                progress=payer.progress,
+            )
+        except StepFailed as e:
+            if e.error_class is not IntegrityError:
+                raise
+            return planned_now, False  # the decision meets the same refusal and records it
         from bench_assets.defs.decision import generation_gate_input
 
         inp, _ = generation_gate_input(
@@ -181,7 +189,7 @@ def sequential_looks(
         stats = decision.paired_v2.looks[-1] if decision.paired_v2 else None
         if decision.next_action == "decide" or stats is None:
             payer.progress(f"look {look}/{policy.max_looks}: the gate can decide")
-            return planned_now
+            return planned_now, True
         runs_now = looks[-1].candidate_runs if looks else bench.config.runs
         if decision.next_action == "top_up":
             cells, planned = _top_up(payer, cand, tasks, runs_now, len(looks) + 2)

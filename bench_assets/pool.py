@@ -105,6 +105,8 @@ def pooled_outcomes(
                         record_id=rec.record_id,
                         data_version=v.data_version or rec.data_version,
                         recorded_at=recorded,
+                        pooled_from=e.cell,
+                        pooled_run_id=v.run_id,
                     )
                 )
                 n += 1

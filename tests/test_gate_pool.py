@@ -51,6 +51,11 @@ def test_earlier_records_of_the_same_identity_are_pooled(
     assert (pool.fresh_runs, pool.pooled_runs, pool.tasks_with_pool) == (1, 1, 1)
     pooled = [e for e in d.evidence if e.pooled]
     assert [(e.arm, e.generation) for e in pooled] == [(d.incumbent_arm, "g0001")]
+    # it names the partition and the run it came from, never "fresh"
+    (p,) = pooled
+    g1_runs = {r.run_id for r in instance.get_runs() if r.tags.get("wfbench/generation") != "g0002"}
+    assert p.pooled_from == "workflow.r0" and p.pooled_run_id in g1_runs
+    assert p.origin().startswith("pooled from workflow.r0 (run ")
     # the g0002 record in use is never pooled with itself
     used = {e.record_id for e in d.evidence if not e.pooled}
     assert not used & {e.record_id for e in pooled}

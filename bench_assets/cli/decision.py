@@ -174,7 +174,7 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
     click.echo("\nevidence cells:")
     for e in d.evidence:
         lin = doc.lineage_of(e.task, e.arm, e.run)
-        origin = lin.source() if lin else ("reused" if e.reused else "fresh")
+        origin = e.origin() or (lin.source() if lin else ("reused" if e.reused else "fresh"))
         outcome = e.error_kind.value if e.error_kind else "valid"
         counted = "" if e.task_counted else " (task not counted)"
         click.echo(

@@ -590,7 +590,7 @@ def promotion_decision(
                 (lin.run_id if lin else None) or "(no run)",
                 short(e.data_version),
                 e.generation or "(none)",
-                lin.source() if lin else "(no lineage)",
+                e.origin() or (lin.source() if lin else "(no lineage)"),
                 e.error_kind.value if e.error_kind else "",
                 "yes" if e.task_counted else "no",
             ]

@@ -414,6 +414,8 @@ def decide(inp: GateInput) -> Decision:
                 generation=o.generation,
                 reused=o.reused,
                 pooled=o.pooled,
+                pooled_from=o.pooled_from,
+                pooled_run_id=o.pooled_run_id,
                 recorded_at=o.recorded_at,
                 error_kind=o.error_kind,
                 excluded=is_excluded(o.error_kind),

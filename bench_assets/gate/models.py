@@ -84,6 +84,10 @@ class RunOutcome(_Model):
     record_id: str = Field(min_length=1)
     data_version: str = Field(min_length=1)
     recorded_at: AwareDatetime
+    pooled_from: str | None = None
+    """For a pooled record: the cell partition (``<arm>.r<k>``) it was recorded in."""
+    pooled_run_id: str | None = None
+    """For a pooled record: the run whose materialization named it."""
 
     @model_validator(mode="after")
     def _resolved_has_no_error(self) -> "RunOutcome":
@@ -379,10 +383,22 @@ class EvidenceCell(_Model):
     generation: str | None
     reused: bool
     pooled: bool = False
+    pooled_from: str | None = None
+    """For a pooled record: the cell partition it was recorded in, and the run that named it."""
+    pooled_run_id: str | None = None
     recorded_at: AwareDatetime
     error_kind: ErrorKind | None
     excluded: bool
     task_counted: bool
+
+    def origin(self) -> str:
+        """How a reader names where a pooled cell came from (``""`` for the others)."""
+        if not self.pooled:
+            return ""
+        return (
+            f"pooled from {self.pooled_from or 'an earlier record'} (run "
+            f"{self.pooled_run_id or 'unknown'}, {self.generation or 'outside any generation'})"
+        )
 
 
 class Decision(_Model):

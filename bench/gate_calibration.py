@@ -342,7 +342,8 @@ def frontier(args: argparse.Namespace) -> None:
 
     def line(r: dict[str, object], mark: str) -> str:
         return (
-            f"  {r['runs']:>4} {r['max_looks']:>5}+{r['top_up_runs']:<6} {r['v2_resolve_margin']:>6.2f}"
+            f"  {r['runs']:>4} {r['max_looks']:>5}+{r['top_up_runs']:<6}"
+            f" {r['v2_resolve_margin']:>6.2f}"
             f" {r['v2_noninferiority_confidence']:>5.2f} | {r['power']:>6.1%} {r['worse10']:>8.1%}"
             f" {r['cells']:>6.1f} | {r['aa']:>5.1%} {r['drift5']:>7.1%}  {mark}"
         )

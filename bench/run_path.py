@@ -147,12 +147,17 @@ def stages(env: Env, generation: str) -> dict[str, float | None]:
 
 def print_report(m: dict[str, Any], sleep_s: float) -> None:
     pc = m["per_cell"]
-    print(f"Run path: {m['cells']} cells of a {sleep_s:g} s command-agent session "
-          f"on {m['sessions']} agent slots (one queued Dagster run per cell)")
+    print(
+        f"Run path: {m['cells']} cells of a {sleep_s:g} s command-agent session "
+        f"on {m['sessions']} agent slots (one queued Dagster run per cell)"
+    )
     la = m.get("load_average")
     if la:
-        print(f"(1-minute load average {la['before']:.1f} before, {la['after']:.1f} after, on "
-              f"{la['cpus']} CPUs: process start-up, and so Dagster's per-run cost, grows with load)")
+        print(
+            f"(1-minute load average {la['before']:.1f} before, {la['after']:.1f} after, on "
+            f"{la['cpus']} CPUs: process start-up, and so Dagster's per-run cost, grows with "
+            "load)"
+        )
     print()
     print(f"| {'measure':<46} | {'seconds':>9} | {'ratio':>7} |")
     print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 7}:|")
@@ -163,8 +168,11 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
         print(f"| {label:<46} | {v:>9} | {r:>7} |")
 
     row("ideal: sum(cell work) / slots", m["ideal_s"], 1.0)
-    row("cell phase wall (first run start→last run end)", m["cell_phase_wall_s"],
-        m["phase_over_ideal"])
+    row(
+        "cell phase wall (first run start→last run end)",
+        m["cell_phase_wall_s"],
+        m["phase_over_ideal"],
+    )
     row("whole generation (evolve call)", m["generation_wall_s"])
     print()
     print(f"| {'per cell (median or mean)':<46} | {'seconds':>9} | {'of work':>7} |")
@@ -175,8 +183,7 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
     row("Dagster run (end - start)", pc["run_s_median"], pc["run_s_median"] / work)
     row("overhead inside the run (mean)", pc["in_run_overhead_s"], pc["in_run_overhead_s"] / work)
     row("slot idle between runs (mean)", pc["between_runs_s"], pc["between_runs_s"] / work)
-    row("total Dagster cost per cell (mean)", pc["total_overhead_s"],
-        pc["total_overhead_s"] / work)
+    row("total Dagster cost per cell (mean)", pc["total_overhead_s"], pc["total_overhead_s"] / work)
     if m.get("stages"):
         print()
         print(f"| {'between runs, by stage (median)':<46} | {'seconds':>9} | {'':>7} |")
@@ -201,8 +208,12 @@ def main() -> None:
     os.environ.pop("WFBENCH_IN_PROCESS", None)  # the run path is what is measured
     scratch = args.workdir or Path(tempfile.mkdtemp(prefix="wfbench-runpath-"))
     scratch.mkdir(parents=True, exist_ok=True)
-    env = fresh_env(scratch, f"sleep{args.sleep:g}-{int(time.time())}", REPO / "tasks",
-                    _edit(args.tasks, args.runs, args.sessions, args.sleep))
+    env = fresh_env(
+        scratch,
+        f"sleep{args.sleep:g}-{int(time.time())}",
+        REPO / "tasks",
+        _edit(args.tasks, args.runs, args.sessions, args.sleep),
+    )
     kept = _keep_tasks(env, args.tasks)
     _log(f"tasks {', '.join(kept)}; instance {env.home}")
     load_before = os.getloadavg()[0]

@@ -14,8 +14,9 @@ it is written by its producer:
 In every format ``model_patch: null`` or a missing patch is an empty patch (graded as no work),
 ``model_name_or_path`` is optional and recorded in the cell record as the producer, ``run``,
 ``usage``, ``phases`` (per phase of a multi-session arm: its patch and usage) and ``review_output``
-(for a review arm: the text written to the review output file) are wfbench's own optional fields, and every other field is kept as metadata (never an
-error). Several runs of one instance come either from ``run`` or from repeated instance ids, which
+(for a review arm: the text written to the review output file) are wfbench's own optional
+fields, and every other field is kept as metadata (never an error). Several runs of one instance
+come either from ``run`` or from repeated instance ids, which
 take the next free run number in file order. Errors name the file, the line (or key, or list
 index) and the field.
 """

@@ -4,8 +4,9 @@ Prediction files are in any common producer format (:mod:`bench_assets.predictio
 JSONL, a JSON list, a ``preds.json`` keyed by instance id, OpenHands ``output.jsonl``), optionally
 extended with ``run``, ``usage`` (the recorded tokens, cost, turns and duration; missing values
 stay unknown), ``phases`` (per phase of a multi-session arm: its patch and usage) and
-``review_output`` (for a review arm: the text written to the review output file). The producer (``model_name_or_path``) is reported to the cell record. The patch is
-applied with ``git apply`` inside the sandbox, so replaying untrusted predictions is as contained
+``review_output`` (for a review arm: the text written to the review output file). The producer
+(``model_name_or_path``) is reported to the cell record. The patch is applied with ``git apply``
+inside the sandbox, so replaying untrusted predictions is as contained
 as a live session. A patch that does not apply is ``patch-failed``: an unresolved cell, not an
 excluded session error. Users can grade patches produced elsewhere this way (``wfbench grade``).
 

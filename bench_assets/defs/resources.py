@@ -128,23 +128,8 @@ def latest_metadata_by_partition(
     else:
         ids = instance.get_latest_storage_id_by_partition(key, event, wanted)
     by_id = {i: p for p, i in ids.items()}
-    storage_ids = sorted(by_id)
-    out: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(storage_ids), page):
-        chunk = storage_ids[start : start + page]
-        parsed = _read_plain_materializations(instance, chunk)
-        for storage_id, md in parsed.items():
-            out[by_id[storage_id]] = md
-        rest = [i for i in chunk if i not in parsed]
-        if not rest:
-            continue
-        records = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=key, storage_ids=rest), limit=len(rest)
-        ).records
-        for record in records:
-            if record.asset_materialization is not None and record.storage_id in by_id:
-                out[by_id[record.storage_id]] = record_metadata(record)
-    return out
+    found = _metadata_by_storage_id(instance, key, sorted(by_id), page)
+    return {by_id[i]: md for i, md in found.items() if i in by_id}
 
 
 # Dagster's stored form of scalar metadata values (serdes keeps the legacy ``metadata_entries``

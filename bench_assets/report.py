@@ -17,6 +17,7 @@ from typing import Any
 from bench_assets.aggregate import ArmAggregate, TaskAggregate
 from bench_assets.documents import DecisionDocument
 from bench_assets.gate import Decision
+from bench_assets.gate.explain import v2_lines
 from bench_assets.spread import ERROR_BAR_LEGEND, bar_spread, error_bar_svg
 
 REPORT_URL_ENV = "WFBENCH_REPORT_URL"
@@ -106,6 +107,10 @@ def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str
     ]
     for reason in d.reasons:
         lines.append(f"- {reason}")
+    gate_lines = v2_lines(d)
+    if gate_lines:
+        lines += ["", "## Looks, drift and pooled history", ""]
+        lines += [f"- {line}" for line in gate_lines]
     lines += ["", "## Tasks", "", markdown_table(TASK_COLUMNS, task_rows(d)), ""]
     lines += review_markdown(doc)
     lines += [
@@ -293,6 +298,10 @@ def render_html(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
                 + "</tr>"
             )
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in decision.reasons)
+    gate_items = "".join(f"<li>{html.escape(line)}</li>" for line in v2_lines(decision))
+    gate_section = (
+        f"<h2>Looks, drift and pooled history</h2>\n<ul>{gate_items}</ul>" if gate_items else ""
+    )
     notes = "".join(f"<li>{html.escape(n)}</li>" for n in reading_notes(doc))
     verdict = html.escape(decision.decision)
     title = html.escape(doc.generation or "ad hoc")
@@ -311,6 +320,7 @@ svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:60
 <h1>wfbench report — {title}</h1>
 <p class="verdict">Decision: <b>{verdict}</b> · {html.escape(candidate_line(doc))}</p>
 <ul>{reasons}</ul>
+{gate_section}
 <h2>Gate, per task</h2>
 {_html_table(TASK_COLUMNS, task_rows(decision))}
 {_bars("Resolve rate by task and arm", aggs, arms, "rate", "")}

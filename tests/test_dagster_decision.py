@@ -137,6 +137,11 @@ def test_decision_is_recorded_with_lineage_report_and_ledger(
     assert str(d["report_url"]).endswith(f"/{d['digest']}/report.html")
     assert out["report"]["report_url"] == d["report_url"]
     assert "UNKNOWN" in str(d["how_to_read"])
+    # Both the report and the UI show what the gate looked at: looks, drift, pooled history.
+    assert "Looks, drift and pooled history" in html and "look 1/1:" in html
+    assert "drift:" in str(d["looks_drift_pool"]) and "pooled history:" in str(
+        d["looks_drift_pool"]
+    )
     # The ledger verifies, and a single edited byte is caught and named.
     monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
     ok = CliRunner().invoke(main, ["ledger", "verify"])

@@ -140,9 +140,13 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool, include_expensive: b
 
     Reasons: missing, excluded (previous error kind), expired, code identity changed (field
     named), upstream changed (binding field, oracle, graph, skills or overlay named), candidate,
-    canary. Reads each task's inputs from the input assets' latest materializations and changes
-    nothing: a task never materialized, or whose task file or oracle changed since, has its
-    inputs built directly (said on stderr); run `wfbench inputs` after editing a task's repo/.
+    canary (reuse.gate_canaries_per_task fresh cells per task of each arm a candidate is gated
+    against, reuse.canaries of each other comparator arm). This is the first pass only: the
+    gate's looks may add top-up candidate cells or re-pay drifted comparator cells (kind drift)
+    after it, see the README's "Looks before the decision". Reads each task's inputs from the
+    input assets' latest materializations and changes nothing: a task never materialized, or
+    whose task file or oracle changed since, has its inputs built directly (said on stderr); run
+    `wfbench inputs` after editing a task's repo/.
     With an empty candidate queue, plans the comparator cells only. Tasks marked
     `expensive: true` are left out unless --include-expensive is given, as in `wfbench evolve`.
     """

@@ -33,6 +33,7 @@ from bench_assets.documents import CellLineage, DecisionDocument, load_cell, loa
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.gate import review as review_gate
+from bench_assets.gate.explain import v2_lines
 from bench_assets.hashing import sha256_json, short
 from bench_assets.manifest import TaskManifest
 from bench_assets.store import ArtifactStore
@@ -615,6 +616,9 @@ def promotion_decision(
             decision.evidence_expires_at.isoformat() if decision.evidence_expires_at else None
         ),
         "reasons": dg.MetadataValue.md("\n".join(f"- {r}" for r in decision.reasons)),
+        "looks_drift_pool": dg.MetadataValue.md("\n".join(f"- {s}" for s in v2_lines(decision)))
+        if decision.paired_v2 is not None
+        else None,
         "how_to_read": dg.MetadataValue.md(
             "\n".join(f"- {n}" for n in report_mod.reading_notes(doc))
         ),

@@ -6,6 +6,7 @@ decides whether a stored record can be reused. Aggregation, the planner and the 
 only these helpers, so they live here, apart from the cell runner and its sandbox.
 """
 
+from collections.abc import Mapping
 from typing import Any
 
 from bench_assets.hashing import sha256_json
@@ -24,9 +25,9 @@ def parse_cell_key(key: str) -> tuple[str, int]:
     return arm, int(run)
 
 
-def cell_keys(bench_runs: int, arms: list[str]) -> list[str]:
-    """Every cell key for ``arms`` × runs."""
-    return [cell_key(a, r) for a in arms for r in range(bench_runs)]
+def cell_keys(runs: Mapping[str, int]) -> list[str]:
+    """Every cell key of each arm × its number of runs (in the mapping's order)."""
+    return [cell_key(a, r) for a, n in runs.items() for r in range(n)]
 
 
 def identity_digest(identity: dict[str, Any]) -> str:

@@ -20,9 +20,9 @@ Anything else is missing evidence, named, and the gate can only answer ``insuffi
 """
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -276,10 +276,29 @@ class LookRecord(_Doc):
     """The gate's reasons at this look (why it did not decide)."""
     candidate_runs: int = Field(ge=1)
     """Candidate runs per task planned once this look's cells are paid."""
-    drop_pooled: bool
-    """The comparator's pooled history is set aside from here on (drift beyond the tolerance)."""
     cells: list[ManifestCell]
     """The cells this look plans: new top-up cells, or comparator cells re-planned as fresh."""
+
+
+class LookHistory(NamedTuple):
+    """What a generation's look records mean for its next look (the driver's and the decision's
+    one reading of them)."""
+
+    look: int
+    """The gate's next look at the candidate: one more than the top-ups paid so far."""
+    comparator_repaid: bool
+    """Drift made the generation re-pay the comparator; its pooled history is set aside."""
+    candidate_runs: int
+    """Candidate runs per task planned so far (top-ups included)."""
+
+
+def look_history(looks: Sequence[LookRecord], runs: int) -> LookHistory:
+    """:class:`LookHistory` of ``looks`` for a benchmark planning ``runs`` runs per cell."""
+    return LookHistory(
+        look=1 + sum(lr.action == "top_up" for lr in looks),
+        comparator_repaid=any(lr.action == "repay_comparator" for lr in looks),
+        candidate_runs=looks[-1].candidate_runs if looks else runs,
+    )
 
 
 def look_path(folder: Path, look: int) -> Path:

@@ -204,7 +204,6 @@ def _look(cells: list[ManifestCell], look: int = 1) -> LookRecord:
         ),
         reasons=["drift"],
         candidate_runs=1,
-        drop_pooled=True,
         cells=cells,
     )
 

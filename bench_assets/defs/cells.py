@@ -19,7 +19,7 @@ import yaml
 from bench_assets import binding as binding_mod
 from bench_assets import oracle as oracle_mod
 from bench_assets import overlay as overlay_mod
-from bench_assets.cellkeys import cell_key, identity_digest, parse_cell_key
+from bench_assets.cellkeys import cell_keys, identity_digest, parse_cell_key
 from bench_assets.cells import CellInputs, cell_identity, make_adapter, run_cell
 from bench_assets.defs.inputs import (
     incumbent_skills,
@@ -131,9 +131,7 @@ def bench_cell_keys(
         return [], []
 
     def keys(arms: list[str]) -> list[str]:
-        return [
-            cell_key(a, r) for a in arms for r in range(cfg.arm_runs(a) if top_ups else cfg.runs)
-        ]
+        return cell_keys({a: cfg.arm_runs(a) if top_ups else cfg.runs for a in arms})
 
     return keys(cfg.comparator_arms()), keys(cfg.candidate_arms())
 

@@ -368,7 +368,7 @@ def gate_input(
     ]
     policy = bench.config.policy
     runs = bench.config.runs
-    cand_runs = looks[-1].candidate_runs if looks else runs
+    seen = manifest_mod.look_history(looks or [], runs)
     return gate_mod.GateInput(
         policy=bench.config.policy,
         model=bench.config.model,
@@ -379,11 +379,9 @@ def gate_input(
         aborted=aborted,
         now=now,
         max_age_days=bench.config.reuse.max_age_days,
-        planned_runs={inc: runs, cand: cand_runs},
-        look=policy.max_looks
-        if looks is None
-        else min(1 + sum(lr.action == "top_up" for lr in looks), policy.max_looks),
-        comparator_repaid=any(lr.action == "repay_comparator" for lr in looks or []),
+        planned_runs={inc: runs, cand: seen.candidate_runs},
+        look=policy.max_looks if looks is None else min(seen.look, policy.max_looks),
+        comparator_repaid=seen.comparator_repaid,
         prior_looks=[lr.statistics for lr in looks or []],
     )
 
@@ -407,9 +405,9 @@ def generation_gate_input(
     looks = manifest_mod.load_looks(artifacts.generation(generation)) if generation else None
     pooled = None
     policy = b.config.policy
-    if policy.name == "paired" and policy.pooled_history:
-        if not any(lr.drop_pooled for lr in looks or []):
-            pooled = _pooled_history(instance, b, aggs, now)
+    repaid = manifest_mod.look_history(looks or [], b.config.runs).comparator_repaid
+    if policy.name == "paired" and policy.pooled_history and not repaid:
+        pooled = _pooled_history(instance, b, aggs, now)
     inp = gate_input(b, aggs, aborted=aborted, now=now, pooled=pooled, looks=looks)
     return inp, aggs
 

@@ -394,7 +394,7 @@ def _evolve_locked(
             generation=generation,
             aborted=aborted,
             progress=progress,
-            aggregate=not aggregated or aborted,
+            aggregate=not aggregated,
         )
     except StepFailed as e:
         if e.error_class is not IntegrityError:

@@ -33,6 +33,7 @@ from bench_assets.manifest import (
     ManifestCell,
     load_looks,
     load_manifest,
+    look_history,
     merge_look,
     now_iso,
     write_look,
@@ -55,11 +56,10 @@ def _top_up(
     now = dt.datetime.now(dt.UTC)
     cells: list[ManifestCell] = []
     planned: list[PlannedCell] = []
-    for task in tasks:
-        if cand not in bench.arms_for(task):
-            continue
-        keys = [(task, cand, r) for r in runs]
-        prior = prior_cells(payer.instance, task, keys, roles)
+    applies = [t for t in tasks if cand in bench.arms_for(t)]
+    keys = [(t, cand, r) for t in applies for r in runs]
+    prior = prior_cells(payer.instance, None, keys, roles)  # one bulk lookup for every task
+    for task in applies:
         inputs = load_cell_inputs(payer.instance, res, task, candidate=True)
         plan = plan_task(
             bench, task, inputs, prior, payer.generation, now, [cand], tasks=tasks, runs=runs
@@ -155,10 +155,11 @@ def sequential_looks(
             payer.tally.more(cells=len(rec.cells), submitted=n)
         handled = len(looks)
         payer.drain()
-        look = 1 + sum(lr.action == "top_up" for lr in looks)
-        repaid = any(lr.action == "repay_comparator" for lr in looks)
+        seen = look_history(looks, bench.config.runs)
+        look = seen.look
         if payer.stopped or (
-            look >= policy.max_looks and (repaid or not _may_drift(payer, folder, inc))
+            look >= policy.max_looks
+            and (seen.comparator_repaid or not _may_drift(payer, folder, inc))
         ):
             return planned_now, False
         require_tasks_unchanged(bench.root, folder, payer.ex)
@@ -190,7 +191,7 @@ def sequential_looks(
         if decision.next_action == "decide" or stats is None:
             payer.progress(f"look {look}/{policy.max_looks}: the gate can decide")
             return planned_now, True
-        runs_now = looks[-1].candidate_runs if looks else bench.config.runs
+        runs_now = seen.candidate_runs
         if decision.next_action == "top_up":
             cells, planned = _top_up(payer, cand, tasks, runs_now, len(looks) + 2)
             runs_after = runs_now + policy.top_up_runs
@@ -209,8 +210,6 @@ def sequential_looks(
                 statistics=stats,
                 reasons=decision.reasons,
                 candidate_runs=runs_after,
-                drop_pooled=decision.next_action == "repay_comparator"
-                or any(lr.drop_pooled for lr in looks),
                 cells=cells,
             ),
         )

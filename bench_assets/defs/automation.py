@@ -13,15 +13,11 @@ skips, saying why, when the benchmark is invalid, ``enabled`` is false, or the c
 the code location loaded (reload it to pick up the new cron).
 """
 
-import os
-from pathlib import Path
-
 import dagster as dg
-import yaml
 
 from bench_assets.catalog import load_benchmark
-from bench_assets.defs.resources import BenchResource
-from bench_assets.models import BenchConfig, ScheduleConfig
+from bench_assets.defs.resources import BenchResource, location_bench_config
+from bench_assets.models import ScheduleConfig
 
 SCHEDULE_NAME = "weekly_generation_schedule"
 
@@ -74,12 +70,8 @@ def weekly_generation() -> None:
 
 def read_schedule(tasks_dir: str | None = None) -> tuple[ScheduleConfig, str | None]:
     """bench.yaml's schedule, and why the default is used instead (``None`` when it was read)."""
-    root = Path(tasks_dir or os.environ.get("WFBENCH_TASKS", "tasks"))
-    try:
-        raw = yaml.safe_load((root / "bench.yaml").read_text(encoding="utf-8"))
-        return BenchConfig.model_validate(raw).schedule, None
-    except Exception as e:  # invalid or missing: the sync sensor and `wfbench validate` report it
-        return ScheduleConfig(), f"{root / 'bench.yaml'} could not be read ({type(e).__name__})"
+    cfg, problem = location_bench_config(tasks_dir)
+    return (cfg.schedule, None) if cfg is not None else (ScheduleConfig(), problem)
 
 
 def build_weekly_schedule(tasks_dir: str | None = None) -> dg.ScheduleDefinition:

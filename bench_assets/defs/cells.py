@@ -9,12 +9,10 @@ as ``reused`` (same data version, no agent process) unless the run config says `
 
 import datetime as dt
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import yaml
 
 from bench_assets import binding as binding_mod
 from bench_assets import oracle as oracle_mod
@@ -32,6 +30,7 @@ from bench_assets.defs.partitions import task_partitions
 from bench_assets.defs.resources import (
     BenchResource,
     latest_record,
+    location_bench_config,
     record_metadata,
     upstream_metadata,
 )
@@ -39,7 +38,6 @@ from bench_assets.documents import CellMaterialization, CellView, load_cell
 from bench_assets.environments import EnvironmentRecord, load_environment
 from bench_assets.errors import InputError
 from bench_assets.graph import load_graph_info
-from bench_assets.models import BenchConfig
 from bench_assets.planner import PriorCell, reuse_verdict
 from bench_assets.records import CellRecord, load_record
 from bench_assets.redact import from_environment
@@ -123,11 +121,8 @@ def bench_cell_keys(
     included (``BenchConfig.arm_runs``) — what the assets are partitioned by; otherwise the
     ``runs`` cells every generation plans.
     """
-    root = Path(tasks_dir or os.environ.get("WFBENCH_TASKS", "tasks"))
-    try:
-        raw = yaml.safe_load((root / "bench.yaml").read_text(encoding="utf-8"))
-        cfg = BenchConfig.model_validate(raw)
-    except Exception:  # invalid or missing: the sync sensor and `wfbench validate` report it
+    cfg, _ = location_bench_config(tasks_dir)
+    if cfg is None:  # invalid or missing: the sync sensor and `wfbench validate` report it
         return [], []
 
     def keys(arms: list[str]) -> list[str]:

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import yaml
 
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.errors import InputError
+from bench_assets.models import BenchConfig
 from bench_assets.store import ArtifactStore, default_artifact_root
 
 
@@ -48,6 +50,24 @@ class BenchResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return ArtifactStore(root)
 
 
+def location_tasks_dir(tasks_dir: str | None = None) -> Path:
+    """The benchmark the code location serves: ``tasks_dir``, else ``$WFBENCH_TASKS`` (default
+    ``tasks``)."""
+    return Path(tasks_dir or os.environ.get("WFBENCH_TASKS", "tasks"))
+
+
+def location_bench_config(tasks_dir: str | None = None) -> tuple[BenchConfig | None, str]:
+    """bench.yaml as the code location loads it (its cell partitions, its schedule), or ``None``
+    and why it could not be read. Never raises: an invalid benchmark must not stop the code
+    location from loading (the sync sensor and ``wfbench validate`` report the details)."""
+    path = location_tasks_dir(tasks_dir) / "bench.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return BenchConfig.model_validate(raw), ""
+    except Exception as e:
+        return None, f"{path} could not be read ({type(e).__name__})"
+
+
 @dg.definitions
 def resources() -> dg.Definitions:
     """Bind the resource keys once: the benchmark is ``$WFBENCH_TASKS`` (default ``tasks``).
@@ -55,9 +75,7 @@ def resources() -> dg.Definitions:
     The same variable chooses the cell partitions (``defs/cells.py``), so the sensors, the UI
     and runs launched from it all see one benchmark.
     """
-    return dg.Definitions(
-        resources={"bench": BenchResource(tasks_dir=os.environ.get("WFBENCH_TASKS", "tasks"))}
-    )
+    return dg.Definitions(resources={"bench": BenchResource(tasks_dir=str(location_tasks_dir()))})
 
 
 def _key(asset: str | dg.AssetKey) -> dg.AssetKey:

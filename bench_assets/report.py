@@ -87,6 +87,15 @@ def reading_notes(doc: DecisionDocument) -> list[str]:
     if d.policy_name == "paired":
         notes.append(
             f"Non-inferiority: the candidate's mean per-task resolve rate may be at most "
+            f"{pol.v2_resolve_margin:.0%} below the comparator's, shown with "
+            f"{pol.v2_noninferiority_confidence:.0%} one-sided confidence (cluster t with a "
+            "binomial variance floor); the cost improvement must be at least "
+            f"{pol.min_improvement:.0%} and clear the drift margin with {pol.v2_confidence:.0%} "
+            f"one-sided confidence; both levels are split over {pol.max_looks} look(s)."
+        )
+    elif d.policy_name == "paired_v1":
+        notes.append(
+            f"Non-inferiority: the candidate's mean per-task resolve rate may be at most "
             f"{pol.resolve_margin:.0%} below the incumbent's, shown with "
             f"{pol.noninferiority_confidence:.0%} one-sided confidence (task-cluster bootstrap, "
             f"seed {pol.seed}); the cost improvement must be at least {pol.min_improvement:.0%} "

@@ -253,3 +253,59 @@ def test_drift_re_plans_reused_comparator_cells_fresh_and_merging_is_idempotent(
     (folder / "looks" / "look-3.json").write_text((folder / "looks" / "look-1.json").read_text())
     with pytest.raises(InputError, match="gap"):
         load_looks(folder)
+
+
+@pytest.mark.slow
+def test_a_look_that_asks_to_repay_the_comparator_pays_its_reused_cells_fresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's side of drift control, at one look: the reused comparator cells are re-planned
+    fresh (kind ``drift``), paid in this generation, and the decision reads them as fresh evidence
+    with the pooled history set aside. The gate's own drift rule is tested in test_gate_v2; here
+    the first look's answer is forced, because replayed costs cannot drift."""
+    from bench_assets.driver import looks as looks_mod
+
+    root = looks_bench(tmp_path)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["policy"]["max_looks"] = 1
+    data["reuse"] = {"canaries": 0, "gate_canaries_per_task": 0}
+    write_yaml(root / "bench.yaml", data)
+    art = tmp_path / "art"
+    with dg.instance_for_test() as instance:
+        evolve(str(root), artifact_root=str(art), instance=instance, in_process=True)
+        c2 = root / "candidates" / "c2"
+        (c2 / "files" / "work").mkdir(parents=True)
+        (c2 / "files" / "work" / "SKILL.md").write_text("---\nname: work\n---\nPlan first.\n")
+        write_yaml(c2 / "candidate.yaml", {"id": "c2", "title": "plan first"})
+        real = looks_mod.gate_mod.decide
+        asked: list[int] = []
+
+        def drifted(inp):
+            d = real(inp)
+            if not asked:
+                asked.append(1)
+                assert d.paired_v2 is not None
+                *before, last = d.paired_v2.looks
+                asks = last.model_copy(update={"action": "repay_comparator"})
+                v2 = d.paired_v2.model_copy(update={"looks": [*before, asks]})
+                return d.model_copy(update={"next_action": "repay_comparator", "paired_v2": v2})
+            return d
+
+        monkeypatch.setattr(looks_mod.gate_mod, "decide", drifted)
+        result = evolve(str(root), artifact_root=str(art), instance=instance, in_process=True)
+        assert result.generation == "g0002"
+        (look,) = load_looks(art / "generations" / "g0002")
+        assert look.action == "repay_comparator"
+        assert sorted((c.task, c.cell, c.action, c.kind) for c in look.cells) == [
+            ("alpha", "workflow.r0", "run", "drift"),
+            ("beta", "workflow.r0", "run", "drift"),
+        ]
+        paid = sorted((c["task"], c["cell"]) for c in result.cells)
+        assert ("alpha", "workflow.r0") in paid and ("beta", "workflow.r0") in paid
+        doc = _decision(instance)
+        assert doc.generation == "g0002"
+        comp = [e for e in doc.decision.evidence if e.arm == "workflow"]
+        assert comp and all(e.generation == "g0002" and not e.reused for e in comp)
+        v2 = doc.decision.paired_v2
+        assert v2 is not None and v2.pooled.pooled_runs == 0, "pooled history set aside"
+        assert [lk.action for lk in v2.looks][0] == "repay_comparator"

@@ -45,6 +45,11 @@ class ErrorKind(enum.StrEnum):
     """A phase of a multi-session arm (e.g. ``plan``) did not produce exactly one document
     matching its declared ``artifact``; later phases did not run. A valid negative: the skill
     failed to deliver what the arm requires of it."""
+    GRADER_TAMPERED = "grader-tampered"
+    """A tamper canary (a test that must fail) reported *passed*, or the trusted runner saw its
+    own machinery replaced: the code under test forged outcomes. A valid negative charged to the
+    arm (never excluded, never retried, never reused as a clean result), and a gate veto for a
+    candidate (:mod:`bench_assets.gate`)."""
 
 
 EXCLUDED = frozenset(

@@ -65,7 +65,7 @@ from bench_assets.driver.instance import (  # noqa: E402
     materialize_inputs,
     sync_instance,
 )
-from bench_assets.fsutil import remove_tree  # noqa: E402
+from bench_assets.fsutil import make_tree_writable, remove_tree  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402
 from bench_assets.redact import Redactor  # noqa: E402
 from bench_assets.sanitize import template_tree  # noqa: E402
@@ -323,9 +323,9 @@ def bare_cell(
     verify_paths = bench.task(task).spec.verify
     assert not isinstance(verify_paths, str), "the demo tasks use the trusted runner"
     verify = _bare_phase(layout, wt, "verify", list(verify_paths.pytest), inputs)
-    layout.oracle_stage.mkdir()
+    make_tree_writable(layout.stage)
     for f in inputs.oracle.files:
-        (layout.oracle_stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
+        (layout.stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
     oracle = _bare_phase(layout, wt, "oracle", [layout.stage_name], inputs)
     for d in (wt, box, grading):
         remove_tree(d)

@@ -65,7 +65,7 @@ from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E40
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
 from bench_assets.cells import CellInputs, build_cell_inputs  # noqa: E402
 from bench_assets.driver.evolve import GEN_TAG, EvolveResult, evolve  # noqa: E402
-from bench_assets.fsutil import remove_tree  # noqa: E402
+from bench_assets.fsutil import make_tree_writable, remove_tree  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402
 from bench_assets.sanitize import template_tree  # noqa: E402
 from bench_assets.store import ArtifactStore  # noqa: E402
@@ -379,9 +379,9 @@ def bare_cell(
     assert not isinstance(spec, str), "the demo tasks use the trusted runner"
     res = sandbox.ExecResult((), 0, b"", b"", False, 0.0)
     verify = runner_mod.judge_verify(_tests(layout, wt, "verify", list(spec.pytest)), res, 60)
-    layout.oracle_stage.mkdir()
+    make_tree_writable(layout.stage)
     for f in inputs.oracle.files:
-        (layout.oracle_stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
+        (layout.stage / f.name).write_bytes(inputs.oracle_payloads[f.name])
     expected = runner_mod.expected_oracle_tests(inputs.oracle, inputs.oracle_payloads)
     oracle = runner_mod.judge_oracle(
         _tests(layout, wt, "oracle", [layout.stage_name]), res, 60, expected

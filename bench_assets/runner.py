@@ -5,11 +5,12 @@ worktree read-only. The two phases of a cell see the same sandbox: the same envi
 benchmark-named variable), the same argv, the same working directory, and the same three mounts
 at per-cell random paths:
 
-* ``/workspace/.<32 hex>`` — the oracle stage: an empty read-only folder during ``verify``, the
-  oracle files (read-only) during the oracle run. The folder is created in the worktree only
+* ``/workspace/.<32 hex>`` — the oracle stage: one host folder, empty and read-only during
+  ``verify``, holding the oracle files (read-only) during the oracle run. The folder is created in the worktree only
   after the agent exited and removed before the patch is captured;
-* ``/<32 hex>`` — a fresh, empty, writable folder for the runner's report (a new one per phase,
-  so nothing written during ``verify`` survives into the oracle run);
+* ``/<32 hex>`` — an empty, writable folder for the runner's report (emptied and made anew for
+  each phase at the same host path, so nothing written during ``verify`` survives into the
+  oracle run and the mount table is the same in both);
 * ``/<32 hex>`` — the trusted runner (:mod:`bench_assets.pytest_runner`) and an empty
   ``pytest.ini``, read-only.
 
@@ -54,7 +55,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from bench_assets.discovery import discover_tests
-from bench_assets.fsutil import atomic_write_bytes, atomic_write_text, make_tree_readonly
+from bench_assets.fsutil import (
+    atomic_write_bytes,
+    atomic_write_text,
+    make_tree_readonly,
+    remove_tree,
+)
 from bench_assets.models import ORACLE_DIR_PLACEHOLDER
 from bench_assets.oracle import OracleSnapshot
 from bench_assets.sandbox import (
@@ -260,7 +266,9 @@ def read_report(path: Path) -> tuple[bytes, bool]:
 # judging
 
 
-def _matches(expected: str, reported: str) -> bool:
+def matches_test_id(expected: str, reported: str) -> bool:
+    """Whether a reported node id is the expected one (a name without ``[params]`` stands for
+    every parametrization)."""
     return reported == expected or ("[" not in expected and reported.startswith(expected + "["))
 
 
@@ -297,16 +305,28 @@ def _short(test_id: str) -> str:
     return test_id if len(test_id) <= MAX_ID_CHARS else test_id[: MAX_ID_CHARS - 1] + "…"
 
 
-def judge_verify(rep: Report, res: ExecResult, timeout_s: float) -> PhaseResult:
-    """``verify`` through the trusted runner: ran to the end, >= 1 passed, none failed."""
+TESTS_FAILED = 1
+"""pytest's exit status when some test failed: with tamper canaries planted (they must fail) it
+is the expected status, and the per-test outcomes say whether a real test failed."""
+
+
+def judge_verify(
+    rep: Report, res: ExecResult, timeout_s: float, *, canaries: bool = False
+) -> PhaseResult:
+    """``verify`` through the trusted runner: ran to the end, >= 1 passed, none failed.
+
+    ``rep`` holds the real tests only; ``canaries`` says tamper canaries ran beside them, so
+    pytest's "some test failed" status is expected (any other non-zero status still fails).
+    """
     outcomes = [o for _, o in rep.tests]
+    allowed = (0, TESTS_FAILED) if canaries else (0,)
     problems = _integrity_problems(rep, res, timeout_s)
     bad = [o for o in outcomes if o in ("failed", "error")] or rep.collect_errors
     if not problems and not outcomes:
         problems.append("no test ran")
     elif not problems and "passed" not in outcomes:
         problems.append("no test passed")
-    if not problems and (bad or rep.exitstatus != 0):
+    if not problems and (bad or rep.exitstatus not in allowed):
         problems.append(f"pytest exit status {rep.exitstatus}")
     summary = _counts(outcomes) or "0 tests"
     if rep.collect_errors:
@@ -333,7 +353,7 @@ def judge_oracle(
     """
     rows = []
     for e in expected:
-        got = [o for i, o in rep.tests if _matches(e.id, i)]
+        got = [o for i, o in rep.tests if matches_test_id(e.id, i)]
         rows.append(TestOutcome(id=_short(e.id), outcome=_worst(got), expected_as=e.expected_as))
     outcomes = [r.outcome for r in rows]
     reported = sum(o != "missing" for o in outcomes)
@@ -389,6 +409,8 @@ class Layout:
     """Folder in the worktree where the oracle is mounted (``.<32 hex>``)."""
     out_dest: str
     runner_dest: str
+    compiled_imports: bool = False
+    """The task allows compiled code from the worktree (``allow_binaries``); else source only."""
 
     @property
     def stage_dest(self) -> str:
@@ -396,30 +418,34 @@ class Layout:
         return f"{WORKSPACE}/{self.stage_name}"
 
     @property
-    def empty_stage(self) -> Path:
-        """What is mounted at the stage during ``verify``."""
-        return self.host / "empty"
+    def stage(self) -> Path:
+        """Host folder mounted at the stage in both phases: empty during ``verify``, the staged
+        oracle files during the oracle run. One folder, so the mount table's root column (the
+        host path a bind mount comes from) is the same in both phases."""
+        return self.host / "stage"
 
     @property
-    def oracle_stage(self) -> Path:
-        """Host folder holding the staged oracle files."""
-        return self.host / "oracle"
+    def out(self) -> Path:
+        """Host folder mounted writable for the runner's report: emptied and made anew for each
+        phase at the same path (nothing written during ``verify`` survives into the oracle)."""
+        return self.host / "out"
 
 
-def new_layout(host: Path, worktree: Path) -> Layout:
+def new_layout(host: Path, worktree: Path, *, compiled_imports: bool = False) -> Layout:
     """Random paths for one cell, the read-only runner folder, and the stage mount point."""
     layout = Layout(
         host=host,
         stage_name=f".{secrets.token_hex(16)}",
         out_dest=f"/{secrets.token_hex(16)}",
         runner_dest=f"/{secrets.token_hex(16)}",
+        compiled_imports=compiled_imports,
     )
     runner = host / "runner"
     atomic_write_bytes(runner / RUNNER_NAME, RUNNER_SOURCE.read_bytes(), mode=0o444)
     atomic_write_text(runner / EMPTY_INI, "[pytest]\n", mode=0o444)
     make_tree_readonly(runner)
-    layout.empty_stage.mkdir(parents=True)
-    make_tree_readonly(layout.empty_stage)
+    layout.stage.mkdir(parents=True)
+    make_tree_readonly(layout.stage)
     (worktree / layout.stage_name).mkdir(mode=0o755)
     return layout
 
@@ -492,10 +518,11 @@ def prepare_phase(
     ``env_mounts`` / ``env_paths``: the task environment, mounted read-only and importable after
     the task's own import paths (``PYTHONPATH`` for a custom command).
     """
-    stage = layout.oracle_stage if phase == "oracle" else layout.empty_stage
-    out = layout.host / f"out-{phase}"
+    out = layout.out
+    if out.exists() or out.is_symlink():
+        remove_tree(out)
     out.mkdir()
-    spec = _sandbox(layout, worktree, stage, out, memory_mb, env_mounts)
+    spec = _sandbox(layout, worktree, layout.stage, out, memory_mb, env_mounts)
     if command is not None:
         argv = ["/bin/sh", "-c", command.replace(ORACLE_DIR_PLACEHOLDER, layout.stage_dest)]
         extra = {"PYTHONPATH": ":".join(env_paths)} if env_paths else None
@@ -515,6 +542,7 @@ def prepare_phase(
         "id_prefix": f"{layout.stage_name}/" if phase == "oracle" else "",
         "import_paths": [*(_inside(p) for p in import_paths), *env_paths],
         "stage": layout.stage_dest,
+        "compiled_imports": layout.compiled_imports,
     }
     argv = [sys.executable, "-I", f"{layout.runner_dest}/{RUNNER_NAME}"]
     return PhaseCall(argv, sandbox_env(), json.dumps(run_spec).encode(), spec, out, nonce)

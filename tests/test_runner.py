@@ -17,6 +17,7 @@ from bench_assets.agents.replay import Prediction, ReplayAdapter
 from bench_assets.catalog import collect_issues, load_benchmark
 from bench_assets.cells import build_cell_inputs, run_cell
 from bench_assets.discovery import discover_tests
+from bench_assets.fsutil import make_tree_writable
 from bench_assets.errorkinds import ErrorKind, is_valid_negative
 from bench_assets.models import ArmSpec, OracleSpec, TaskSpec
 from bench_assets.redact import Redactor
@@ -272,7 +273,13 @@ FINGERPRINT = textwrap.dedent(
         with open("/proc/self/mountinfo") as fh:
             for line in fh:
                 parts = line.split()
-                mounts.append([parts[4], parts[5]])  # mount point and options, not mount ids
+                # The whole line but the mount id and the parent's: root (the host folder a bind
+                # mount comes from), mount point, options, peer groups, type, source, super options.
+                # A pseudo filesystem's device number (0:N) is the kernel's counter of anonymous
+                # mounts, new in every sandbox (two runs of one phase differ too): not compared.
+                if parts[2].startswith("0:"):
+                    parts[2] = "0:*"
+                mounts.append(parts[2:])
         fp = {
             "env": dict(_os.environ),
             "argv": _sys.argv,
@@ -308,10 +315,11 @@ def test_verify_and_oracle_phases_are_the_same_environment(tmp_path: Path) -> No
     with open(wt / "calc" / "__init__.py", "a") as fh:
         fh.write(FINGERPRINT)
     layout = runner.new_layout(tmp_path / "grading", wt)
-    (layout.oracle_stage).mkdir()
-    shutil.copy(root / "alpha" / "oracle" / "test_oracle_alpha.py", layout.oracle_stage)
     seen = {}
     for phase, paths in (("verify", ["tests"]), ("oracle", [layout.stage_name])):
+        if phase == "oracle":  # staged after verify, into the same host folder
+            make_tree_writable(layout.stage)
+            shutil.copy(root / "alpha" / "oracle" / "test_oracle_alpha.py", layout.stage)
         done = runner.run_phase(
             layout,
             wt,
@@ -324,9 +332,12 @@ def test_verify_and_oracle_phases_are_the_same_environment(tmp_path: Path) -> No
             memory_mb=None,
         )
         assert not done.infra_failed and done.report is not None and done.report.finished
-        seen[phase] = json.loads((layout.host / f"out-{phase}" / "fingerprint.json").read_text())
+        seen[phase] = json.loads((layout.out / "fingerprint.json").read_text())
+    assert seen["verify"]["mounts"] and all(len(m) >= 8 for m in seen["verify"]["mounts"])
     assert seen["verify"] == seen["oracle"]
-    names = json.dumps(seen["verify"]).lower()
+    # The host folders the mounts come from are under this test's tmp_path, whose name is the
+    # test's own; nothing below it may name the phase.
+    names = json.dumps(seen["verify"]).replace(str(tmp_path), "").lower()
     assert "oracle" not in names and "wfbench" not in json.dumps(seen["verify"]["env"]).lower()
 
 
@@ -542,8 +553,10 @@ STALE_BYTECODE = textwrap.dedent(
 @pytest.mark.parametrize("grader", ["trusted", "exit-status"])
 def test_bytecode_the_patch_does_not_show_is_never_run(tmp_path: Path, grader: str) -> None:
     """Attack: leave the source as it was and hide a fix (or anything) in a __pycache__ entry
-    whose timestamp and size match the source. The trusted runner reads no bytecode cache from
-    the worktree; graded by exit status the hidden code runs and the cell resolves."""
+    whose timestamp and size match the source. Grading runs in a tree rebuilt from the recorded
+    patch, which never holds a cache, so the hidden code runs under neither grader (before that,
+    graded by exit status in the agent's worktree, it ran and the cell resolved); the trusted
+    runner would not read it either (bytecode caches off)."""
     root = make_bench(tmp_path / "tasks")
     if grader == "exit-status":
         data = yaml.safe_load((root / "alpha" / "task.yaml").read_text())
@@ -551,10 +564,8 @@ def test_bytecode_the_patch_does_not_show_is_never_run(tmp_path: Path, grader: s
         data["oracle"]["command"] = "python -m pytest -q -p no:cacheprovider {oracle_dir}"
         write_yaml(root / "alpha" / "task.yaml", data)
     rec = _cell(root, ArtifactStore(tmp_path / "art"), _command(STALE_BYTECODE))
-    if grader == "trusted":
-        assert not rec.oracle_passed and rec.error_kind is ErrorKind.ORACLE_FAILED
-    else:
-        assert rec.oracle_passed, "negative control: the stale bytecode did run"
+    assert not rec.oracle_passed and rec.error_kind is ErrorKind.ORACLE_FAILED
+    assert rec.patch is None or b"__pycache__" not in Path(rec.patch.path).read_bytes()
 
 
 IMPORT_ORDER_TEST = textwrap.dedent(

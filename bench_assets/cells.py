@@ -54,9 +54,10 @@ from bench_assets.store import ArtifactStore
 from bench_assets.worktree import CellWorktree, prepare
 
 SANDBOX_BACKEND = "bwrap"
-GRADER = "trusted-runner-1"
-"""How cells are graded (per-test outcomes through the trusted runner); part of the identity, so
-records graded another way are never reused."""
+GRADER = "trusted-runner-2"
+"""How cells are graded; part of the identity, so records graded another way are never reused.
+2: the recorded patch is graded in a tree rebuilt from the base, with tamper canaries in both
+phases and source-only imports (1: per-test outcomes in the agent's worktree)."""
 MAX_DETAIL = 2000
 
 
@@ -235,6 +236,10 @@ def _error_kind(session: SessionResult | None, grade: Grade | None) -> ErrorKind
         return ErrorKind.SESSION_ERROR
     if grade.infra_detail:
         return ErrorKind.INFRA_ERROR
+    if grade.patch_failed:
+        return ErrorKind.PATCH_FAILED
+    if grade.tampered:
+        return ErrorKind.GRADER_TAMPERED
     if grade.oracle_error is not None and grade.oracle_error is not ErrorKind.ORACLE_UNAVAILABLE:
         return grade.oracle_error
     if not grade.verify_passed:
@@ -299,6 +304,7 @@ def run_cell(
             memory_mb=memory,
             import_paths=list(task.spec.import_paths),
             environment=inputs.environment_dir,
+            keep_base=arm.kind != "review",
         )
         # A phase's declared document (the plan) is the skill's output, not the task's work:
         # like the skills and the graph it stays out of the patch, the churn and no-work checks.
@@ -367,6 +373,7 @@ def run_cell(
                 memory_mb=memory,
                 runner_files=task.spec.runner_files,
                 run_tests=session.error_kind not in _NO_TESTS,
+                allow_binaries=task.spec.allow_binaries,
             )
         timings["grade_s"] = time.monotonic() - t0
         timings["verify_s"] = grade.verify_s
@@ -381,6 +388,10 @@ def run_cell(
         detail = session.error_detail
     elif grade is not None and grade.infra_detail and kind is ErrorKind.INFRA_ERROR:
         detail = grade.infra_detail
+    elif grade is not None and kind is ErrorKind.PATCH_FAILED:
+        detail = grade.patch_failed
+    elif grade is not None and kind is ErrorKind.GRADER_TAMPERED:
+        detail = "the code under test forged test outcomes: " + "; ".join(grade.tampered[:5])
     elif grade is not None and grade.verify_run is not None and kind is ErrorKind.VERIFY_FAILED:
         detail = f"verify: {grade.verify_run.detail}"
     elif (
@@ -446,6 +457,9 @@ def run_cell(
         oracle_run=grade.oracle_run if grade else None,
         protected_changed=grade.protected_changed if grade else [],
         runner_files=grade.runner_files if grade else [],
+        canaries=grade.canaries if grade and (grade.verify_run or grade.oracle_run) else None,
+        tampered=grade.tampered if grade else [],
+        binary_files=grade.binary_files if grade else [],
         session_ids=list(session.session_ids) if session else [],
         patch=patch,
         transcript=transcript,

@@ -1,25 +1,48 @@
-"""Grading a cell after its agent exited: visible ``verify``, the hidden oracle, patch and churn.
+"""Grading a cell after its agent exited: patch first, then the tests on what was recorded.
 
-Order (steps 2–4 of the README section "How a cell runs, and what it records"): restore protected
-files and the runner files of the agent's diff (:mod:`bench_assets.hygiene`) → ``verify``
-(workspace read-only, network off, output tail kept) → oracle (staged at a per-cell random path,
-read-only, offline; output never kept; staged bytes re-checked and removed) → patch and churn
-captured against the base commit, excluding the skill and graph paths.
+Order (steps 2–4 of the README section "How a cell runs, and what it records"):
 
-Both test phases run through :func:`bench_assets.runner.run_phase` with the same sandbox, so the
-code under test cannot tell them apart except by the test files that were added. With the trusted
-runner the verdicts are per-test (:func:`~bench_assets.runner.judge_verify`,
-:func:`~bench_assets.runner.judge_oracle`): an early exit, zero tests or a missing expected test
-fails; a custom command is graded by its exit status.
+1. restore protected files and the runner files of the agent's diff (:mod:`bench_assets.hygiene`)
+   in the agent's worktree;
+2. capture the patch against the base — files the tree's own ignore rules hide included, the
+   harness's paths (skills, graph, phase documents) and interpreter caches left out — with its
+   churn and the binary files it holds;
+3. **grade what was recorded**: apply that patch to an untouched copy of the base (the agent never
+   saw it; :func:`bench_assets.worktree.prepare` keeps it) and run ``verify`` and the hidden oracle
+   there. A patch that does not apply is ``patch-failed``. Anything the patch does not show — a
+   file in ``.git``, a path the capture leaves out — does not exist where the tests run, so the
+   recorded patch reproduces its own grade;
+4. plant **tamper canaries** in both phases (:mod:`bench_assets.canaries`): copies of real tests
+   that must fail (one-off mutants of an expected literal, and one that always fails per module),
+   under random names, mixed among the real tests. They are not expected tests; a canary reported
+   *passed*, or the trusted runner reporting its own machinery replaced, makes the cell
+   ``grader-tampered``.
+
+Both test phases run through :func:`bench_assets.runner.run_phase` with the same sandbox and the
+same mounts (same host folders), so the code under test cannot tell them apart except by the test
+files that were added. With the trusted runner the verdicts are per-test
+(:func:`~bench_assets.runner.judge_verify`, :func:`~bench_assets.runner.judge_oracle`): an early
+exit, zero tests or a missing expected test fails; a custom command is graded by its exit status
+and gets no canary (it reports no per-test outcome).
 """
 
-from dataclasses import dataclass, field
+import os
+import random
+import secrets
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from bench_assets import canaries as canaries_mod
 from bench_assets import hygiene
+from bench_assets.canaries import CanaryOutcome
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.fsutil import atomic_write_bytes, make_tree_readonly, remove_tree
+from bench_assets.fsutil import (
+    atomic_write_bytes,
+    make_tree_readonly,
+    make_tree_writable,
+    remove_tree,
+)
 from bench_assets.gitrepo import git_script_in_sandbox
 from bench_assets.hashing import sha256_bytes
 from bench_assets.models import PytestRun
@@ -27,18 +50,27 @@ from bench_assets.oracle import OracleSnapshot
 from bench_assets.runner import (
     Layout,
     PhaseResult,
+    Report,
     expected_oracle_tests,
     judge_command,
     judge_oracle,
     judge_verify,
+    matches_test_id,
     new_layout,
     run_phase,
     strip_ready,
 )
 from bench_assets.sandbox import Mount
-from bench_assets.worktree import CellWorktree, restore_protected
+from bench_assets.worktree import CellWorktree, capture_pathspec, restore_protected
 
 MAX_PATCH_BYTES = 1024 * 1024
+TAMPER_CANARIES = True
+"""Plant tamper canaries in every graded run. A switch for tests only (the negative control in
+``tests/test_cheats.py`` shows the force-pass cheats resolve without them); nothing else sets it."""
+MUTANTS_PER_MODULE = 2
+MAX_VERIFY_MODULES = 50
+"""Verify test modules that get canaries (a bound on adversarial trees; the first found)."""
+CAPTURE_MOUNT = "/wfbench-capture"
 
 
 @dataclass
@@ -61,14 +93,76 @@ class Grade:
     runner_files: list[hygiene.RunnerFileChange] = field(default_factory=list)
     patch: bytes = b""
     patch_truncated: bool = False
+    patch_failed: str = ""
+    """Why the recorded patch did not apply to the base (empty when it applied)."""
+    binary_files: list[str] = field(default_factory=list)
+    """Files of the patch git shows as binary (flagged in the record)."""
     churn_files: int = 0
     churn_insertions: int = 0
     churn_deletions: int = 0
     capture_s: float = 0.0
+    canaries: list[CanaryOutcome] = field(default_factory=list)
+    """Every tamper canary planted, by phase, with its outcome."""
+    tampered: list[str] = field(default_factory=list)
+    """Why the grade is ``grader-tampered``: canaries that passed, runner machinery replaced."""
 
 
-def _pathspec(wt: CellWorktree) -> list[str]:
-    return ["--", ".", *[f":(exclude){p}" for p in wt.excluded_paths]]
+def _split_canaries(
+    rep: Report, planted: list[canaries_mod.Canary]
+) -> tuple[Report, list[tuple[str, str]]]:
+    """The report without the canaries' lines, and the canaries' own (id, outcome) lines."""
+    ids = [c.id for c in planted]
+    mine = [(i, o) for i, o in rep.tests if any(matches_test_id(c, i) for c in ids)]
+    real = [(i, o) for i, o in rep.tests if not any(matches_test_id(c, i) for c in ids)]
+    return replace(rep, tests=real), mine
+
+
+def _judge_canaries(
+    phase: str, planted: list[canaries_mod.Canary], lines: list[tuple[str, str]], grade: Grade
+) -> None:
+    outcomes = canaries_mod.judge(planted, lines, phase=phase)
+    grade.canaries += outcomes
+    for c in canaries_mod.fired(outcomes):
+        grade.tampered.append(f"{phase} canary {c.id} ({c.kind}) passed")
+
+
+def _runner_tampering(phase: str, rep: Report | None, grade: Grade) -> None:
+    if rep is not None and rep.tampered:
+        grade.tampered += [f"{phase}: {t}" for t in rep.tampered[:10]]
+
+
+def _test_modules(root: Path, paths: list[str]) -> list[Path]:
+    """Test modules under the verify paths, pytest's default naming, symlinks never followed."""
+    found: list[Path] = []
+    for rel in paths:
+        top = root / rel
+        if top.is_symlink():
+            continue
+        if top.is_file():
+            found.append(top)
+            continue
+        for dirpath, dirnames, filenames in os.walk(top):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if name.endswith(".py") and (name.startswith("test_") or name[:-3].endswith("_test")):
+                    found.append(Path(dirpath) / name)
+    return [p for p in found if not p.is_symlink() and p.is_file()][:MAX_VERIFY_MODULES]
+
+
+def plant_verify_canaries(
+    tree: Path, paths: list[str], rng: random.Random
+) -> list[canaries_mod.Canary]:
+    """Plant canaries into the verify test modules of the graded tree (harness-built, never the
+    agent's worktree); returns them."""
+    planted: list[canaries_mod.Canary] = []
+    for path in _test_modules(tree, paths):
+        rel = path.relative_to(tree).as_posix()
+        source = path.read_bytes()
+        new, made = canaries_mod.plant(rel, source, rng, mutants=MUTANTS_PER_MODULE)
+        if made:
+            atomic_write_bytes(path, new, mode=os.stat(path).st_mode & 0o777)
+            planted += made
+    return planted
 
 
 def run_verify(
@@ -82,6 +176,9 @@ def run_verify(
 ) -> None:
     """Run the visible verify phase with the workspace read-only and no network."""
     trusted = isinstance(verify, PytestRun)
+    planted: list[canaries_mod.Canary] = []
+    if isinstance(verify, PytestRun) and TAMPER_CANARIES:
+        planted = plant_verify_canaries(wt.path, list(verify.pytest), _rng())
     phase = run_phase(
         layout,
         wt.path,
@@ -99,7 +196,10 @@ def run_verify(
     if phase.infra_failed:
         grade.infra_detail = f"the trusted test runner did not start for verify: {res.tail(600)}"
     if trusted and phase.report is not None:
-        grade.verify_run = judge_verify(phase.report, res, timeout_s)
+        rep, lines = _split_canaries(phase.report, planted)
+        grade.verify_run = judge_verify(rep, res, timeout_s, canaries=bool(planted))
+        _judge_canaries("verify", planted, lines, grade)
+        _runner_tampering("verify", rep, grade)
     else:
         grade.verify_run = judge_command(res, timeout_s)
     grade.verify_passed = grade.verify_run.passed
@@ -122,9 +222,22 @@ def run_oracle(
         grade.oracle_error = ErrorKind.ORACLE_UNAVAILABLE
         grade.oracle_detail = "no oracle snapshot"
         return
-    stage = layout.oracle_stage
+    stage = layout.stage
+    make_tree_writable(stage)
+    staged: dict[str, bytes] = {}
+    planted: list[canaries_mod.Canary] = []
+    expected = expected_oracle_tests(snapshot, payloads)
+    avoid = [e.id for e in expected]
+    rng = _rng()
     for f in snapshot.files:
-        atomic_write_bytes(stage / f.name, payloads[f.name], mode=0o444)
+        data = payloads[f.name]
+        if snapshot.command is None and TAMPER_CANARIES and f.name.endswith(".py"):
+            data, made = canaries_mod.plant(
+                f.name, data, rng, mutants=MUTANTS_PER_MODULE, avoid=avoid
+            )
+            planted += made
+        staged[f.name] = data
+        atomic_write_bytes(stage / f.name, data, mode=0o444)
     make_tree_readonly(stage)
     phase = run_phase(
         layout,
@@ -143,8 +256,10 @@ def run_oracle(
     if phase.infra_failed:
         grade.infra_detail = "the trusted test runner did not start for the oracle"
     if phase.report is not None:
-        expected = expected_oracle_tests(snapshot, payloads)
-        grade.oracle_run = judge_oracle(phase.report, res, timeout_s, expected)
+        rep, lines = _split_canaries(phase.report, planted)
+        grade.oracle_run = judge_oracle(rep, res, timeout_s, expected)
+        _judge_canaries("oracle", planted, lines, grade)
+        _runner_tampering("oracle", rep, grade)
     else:
         grade.oracle_run = judge_command(res, timeout_s)
     grade.oracle_s = res.duration_s
@@ -152,7 +267,7 @@ def run_oracle(
     grade.oracle_detail = f"hidden oracle: {grade.oracle_run.detail}"
     for f in snapshot.files:
         data = (stage / f.name).read_bytes()
-        if sha256_bytes(data) != f.sha256:
+        if sha256_bytes(data) != sha256_bytes(staged[f.name]):
             grade.oracle_passed = False
             grade.oracle_error = ErrorKind.EVIDENCE_UNVERIFIED
             grade.oracle_detail = f"oracle file {f.name} changed during verification"
@@ -170,19 +285,26 @@ def _remove_stage(wt: CellWorktree, layout: Layout, grade: Grade) -> None:
     remove_tree(layout.host)
 
 
-def capture_patch(wt: CellWorktree, scratch: Path, grade: Grade) -> None:
-    """The agent's diff against the base (bounded) and its churn, skills and graph excluded."""
+def _rng() -> random.Random:
+    """Canary names and places are random per phase: nothing about them can be learnt."""
+    return random.Random(secrets.randbits(64))
+
+
+def capture_patch(wt: CellWorktree, scratch: Path, grade: Grade) -> Path:
+    """The agent's diff against the base, ignored files included, skills, graph and caches
+    excluded; its churn and binary files. Returns the full patch file (what grading applies)."""
     scratch.mkdir(parents=True, exist_ok=True)
     flags = ["--cached", "--no-ext-diff", "--no-textconv", wt.base_sha]
+    spec = capture_pathspec(wt.excluded_paths)
     res = git_script_in_sandbox(
         [
-            ["add", "-A", "--", "."],
-            ["diff", *flags, "--binary", *_pathspec(wt)],
-            ["diff", *flags, "--numstat", *_pathspec(wt)],
+            ["add", "-A", "-f", *spec],
+            ["diff", *flags, "--binary", *spec],
+            ["diff", *flags, "--numstat", *spec],
         ],
         wt.path,
-        stdout_file=(1, "/wfbench-capture/patch.diff"),
-        mounts=(Mount(scratch, "/wfbench-capture", writable=True),),
+        stdout_file=(1, f"{CAPTURE_MOUNT}/patch.diff"),
+        mounts=(Mount(scratch, CAPTURE_MOUNT, writable=True),),
         private_index=True,
     )
     grade.capture_s += res.duration_s
@@ -198,6 +320,30 @@ def capture_patch(wt: CellWorktree, scratch: Path, grade: Grade) -> None:
         grade.churn_files += 1
         grade.churn_insertions += int(parts[0]) if parts[0].isdigit() else 0
         grade.churn_deletions += int(parts[1]) if parts[1].isdigit() else 0
+        if parts[0] == "-" and parts[1] == "-":
+            grade.binary_files.append(parts[2])
+    return patch_file
+
+
+def rebuild(wt: CellWorktree, patch_file: Path, grade: Grade) -> CellWorktree | None:
+    """The graded tree: the untouched base copy with the recorded patch applied (None, and
+    ``grade.patch_failed`` set, when it does not apply)."""
+    if wt.base_path is None:
+        raise ValueError("the worktree kept no base copy to grade in")
+    graded = replace(wt, path=wt.base_path)
+    if patch_file.stat().st_size == 0:
+        return graded
+    res = git_script_in_sandbox(
+        [["apply", "--whitespace=nowarn", "--binary", f"{CAPTURE_MOUNT}/patch.diff"]],
+        wt.base_path,
+        mounts=(Mount(patch_file.parent, CAPTURE_MOUNT),),
+        check=False,
+    )
+    grade.capture_s += res.duration_s
+    if not res.ok:
+        grade.patch_failed = f"the recorded patch does not apply to the base: {res.tail(400)}"
+        return None
+    return graded
 
 
 def grade_cell(
@@ -213,6 +359,7 @@ def grade_cell(
     memory_mb: int | None = None,
     runner_files: Literal["restore", "keep"] = "restore",
     run_tests: bool = True,
+    allow_binaries: bool = False,
 ) -> Grade:
     """Grade a worktree whose agent has exited (see module docstring).
 
@@ -222,12 +369,16 @@ def grade_cell(
     grade = Grade()
     grade.protected_changed = restore_protected(wt)
     grade.runner_files = hygiene.clean(wt.path, wt.import_paths, wt.runner_state, runner_files)
-    if run_tests:
-        layout = new_layout(stage_parent, wt.path)
-        try:
-            run_verify(wt, layout, verify, verify_timeout_s, tail_bytes, memory_mb, grade)
-            run_oracle(wt, layout, snapshot, payloads, oracle_timeout_s, memory_mb, grade)
-        finally:
-            _remove_stage(wt, layout, grade)
-    capture_patch(wt, stage_parent.parent / "capture", grade)
+    patch_file = capture_patch(wt, stage_parent.parent / "capture", grade)
+    if not run_tests:
+        return grade
+    graded = rebuild(wt, patch_file, grade)
+    if graded is None:
+        return grade
+    layout = new_layout(stage_parent, graded.path, compiled_imports=allow_binaries)
+    try:
+        run_verify(graded, layout, verify, verify_timeout_s, tail_bytes, memory_mb, grade)
+        run_oracle(graded, layout, snapshot, payloads, oracle_timeout_s, memory_mb, grade)
+    finally:
+        _remove_stage(graded, layout, grade)
     return grade

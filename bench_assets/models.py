@@ -336,6 +336,12 @@ class TaskSpec(_Strict):
     the interpreter behaves (``conftest.py`` at any depth, runner modules and start-up hooks at an
     import root, runner config): ``restore`` them from the template (default), or ``keep`` them
     (only recorded) for a task whose work is such a file."""
+    allow_binaries: bool = False
+    """Let compiled code from the worktree run: sourceless ``.pyc`` files and extension modules
+    are imported by the trusted runner (by default only source files import from the worktree
+    and the oracle stage), and binary files in a patch are recorded without being flagged. For a
+    task whose work really needs them; the patch's binary files are listed in the record either
+    way."""
     expensive: bool = False
     """Skipped unless selected explicitly."""
     timeouts: TaskTimeouts = Field(default_factory=TaskTimeouts)

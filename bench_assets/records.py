@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from bench_assets.agents.base import ModelUsage
+from bench_assets.canaries import CanaryOutcome
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import RecordCorrupt
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_json, read_model
@@ -24,9 +25,10 @@ from bench_assets.phases import PhaseRecord
 from bench_assets.review_scoring import ReviewScore
 from bench_assets.runner import PhaseResult
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """2: per-test verify/oracle results and runner-file hygiene (trusted runner). 3: per-phase
-outcomes of multi-session arms and the review score of review arms (both optional)."""
+outcomes of multi-session arms and the review score of review arms (both optional). 4: tamper
+canaries and their outcomes, why a grade is ``grader-tampered``, the patch's binary files."""
 
 
 class Artifact(BaseModel):
@@ -96,6 +98,14 @@ class CellRecord(BaseModel):
     runner_files: list[RunnerFileChange] = []
     """Files of the agent's diff that could change the runner or interpreter, and whether they
     were restored before grading."""
+    canaries: list[CanaryOutcome] | None = None
+    """The tamper canaries planted in each test phase and what each reported (a canary must
+    never pass). None: no test phase ran with the trusted runner, or graded before canaries."""
+    tampered: list[str] = []
+    """Why the cell is ``grader-tampered``: canaries that passed, runner machinery replaced."""
+    binary_files: list[str] = []
+    """Files of the recorded patch that git shows as binary (flagged; see the task's
+    ``allow_binaries``)."""
     session_ids: list[str]
     patch: Artifact | None
     transcript: Artifact | None

@@ -9,6 +9,8 @@ the task has one, mounted read-only and on ``PYTHONPATH``; :mod:`bench_assets.en
 *base* every patch and churn figure is measured against is a tree object of that state, written
 through a private index (the agent's own index is untouched); the protected files' contents and the
 runner files (:mod:`bench_assets.hygiene`) at the base are kept so grading can restore them.
+With ``keep_base`` an untouched copy of that state is kept beside the worktree, out of the agent's
+reach: grading rebuilds the graded tree from it and the recorded patch.
 """
 
 import fnmatch
@@ -47,6 +49,23 @@ class CellWorktree:
     """The task environment, mounted read-only in every sandbox of the cell (none by default)."""
     env_paths: tuple[str, ...] = ()
     """In-sandbox import paths of the task environment, after the task's own import paths."""
+    base_path: Path | None = None
+    """An untouched copy of the worktree at its base (template, skills, graph, ``setup``),
+    which the agent never sees: grading applies the recorded patch to it and runs the tests
+    there (:func:`bench_assets.grading.grade_cell`). None when the cell runs no tests."""
+
+
+CACHE_DIRS = ("__pycache__", ".pytest_cache")
+"""Interpreter and runner caches: never part of a base or a patch. Nothing reads them at grading
+(bytecode caches are off in the trusted runner), and leaving them out keeps the agent's own test
+runs from filling its patch with binary noise."""
+
+
+def capture_pathspec(excluded: list[str]) -> list[str]:
+    """The pathspec of everything that is the cell's content: the whole tree, ignored files
+    included, less harness-placed paths and caches (same for the base and the patch)."""
+    caches = [f":(exclude,glob)**/{d}/**" for d in CACHE_DIRS]
+    return ["--", ".", *[f":(exclude){p}" for p in excluded], *caches]
 
 
 def _install_tree(src: Path, dest: Path) -> None:
@@ -84,6 +103,7 @@ def prepare(
     memory_mb: int | None = None,
     import_paths: list[str] | None = None,
     environment: Path | None = None,
+    keep_base: bool = False,
 ) -> CellWorktree:
     """Copy the template to ``dest`` and prepare it for one cell (see module docstring)."""
     copy_worktree(template, dest)
@@ -121,13 +141,25 @@ def prepare(
         if not setup_result.ok:
             why = "timed out" if setup_result.timed_out else f"exited {setup_result.returncode}"
             raise CommandError(f"task setup {why}: {setup_result.tail(600)}")
-    # The base is a tree object (no commit): the template plus whatever setup changed.
+    # The base is a tree object (no commit): the template plus whatever setup changed, files the
+    # tree's ignore rules hide included (a patch is captured the same way, so an ignored file the
+    # agent adds or changes is recorded, and graded only because it is recorded).
     snapshot = git_script_in_sandbox(
-        [["add", "-A", "--", "."], ["write-tree"]],
+        [["add", "-A", "-f", *capture_pathspec(excluded)], ["write-tree"]],
         dest,
         private_index=True,
     )
     base = snapshot.text().strip().splitlines()[-1]
+    base_path = None
+    if keep_base:
+        base_path = dest.with_name(dest.name + "-base")
+        copy = run(
+            ["cp", "-a", "--reflink=auto", str(dest), str(base_path)],
+            isolation=Isolation.HARNESS,
+            timeout_s=600,
+        )
+        if not copy.ok:
+            raise CommandError(f"copying the base worktree {dest} failed: {copy.tail(600)}")
     wt = CellWorktree(
         dest,
         base,
@@ -137,6 +169,7 @@ def prepare(
         setup_result=setup_result,
         env_mounts=env_mounts,
         env_paths=env_paths,
+        base_path=base_path,
     )
     wt.protected_state = {p: (dest / p).read_bytes() for p in protected_files(dest, protected)}
     wt.import_paths = list(import_paths or ["."])

@@ -18,10 +18,23 @@ What it does, in order, before any file of the worktree can run:
    builds ``sys.path`` as: standard library, then the oracle stage, then the task's import paths
    (the code under test), then site-packages — the worktree is never ahead of the runner or the
    standard library;
-4. opens the report file (outside the worktree) and remembers a nonce that exists only in this
-   process's memory, then snapshots the identity of the pytest internals a test outcome flows
-   through;
-5. runs ``pytest.main`` with the harness's options: the given paths, ``--rootdir``, the ini file
+4. makes imports **source-only** outside the interpreter's own folders: the folders on
+   ``sys.path`` at this point that are outside the workspace (standard library, ``lib-dynload``,
+   site-packages, the task environment) are *trusted* and keep Python's default loaders; every
+   other import location — the workspace, the oracle stage, anything added later (``/tmp``, a
+   folder a test creates) — is served by a path hook placed ahead of the default ones whose
+   ``FileFinder`` knows only ``SourceFileLoader`` and ``.py``. So a sourceless ``mod.pyc``, an
+   extension module (``.so``, ``.abi3.so``, ``.cpython-*.so``, which would otherwise even win over
+   a ``mod.py`` beside it) or a ``.zip``/``.egg`` appended to ``sys.path`` is never imported from
+   there: what runs is the source the recorded patch shows. Packages and namespace packages work
+   as before. A task can opt out with the optional spec key ``compiled_imports: true``;
+5. opens the report file (outside the worktree), remembers a nonce that exists only in this
+   process's memory, and takes the **watch**: the identity of every attribute of every loaded
+   ``pytest``, ``_pytest.*`` and ``pluggy.*`` module and of every entry in the ``__dict__`` of every
+   class defined there (and for functions, class/static methods, properties, cached properties and
+   cached functions also the code object, defaults, keyword defaults and closure cells they run),
+   plus the same for this runner's own module and reporter class;
+6. runs ``pytest.main`` with the harness's options: the given paths, ``--rootdir``, the ini file
    the harness chose (``-c``), ``--confcutdir``, importlib import mode, no cache, no colour.
 
 Before pytest starts, the runner writes ``READY`` and a digest of the nonce as the first bytes of
@@ -30,47 +43,97 @@ itself failed" (a harness failure) from anything the worktree did afterwards.
 
 The report is JSON lines, each carrying the nonce: one ``test`` line per test (its
 outcome from the setup, call and teardown reports), ``collect-error`` and ``deselected`` lines,
-and an ``end`` line with pytest's exit status and any pytest internals or plugins that were
-replaced or registered by code under test (``tampered``). No ``end`` line means the process
-stopped early.
+and an ``end`` line with pytest's exit status and ``tampered``: every sign that code under test
+changed the machinery a test outcome flows through. No ``end`` line means the process stopped
+early. What counts as tampering (each entry names what it found):
+
+* **plugins.** While pytest configures itself, a plugin registered with code under test on the
+  stack (a non-``conftest.py`` file of the workspace, or code that is not in the trusted folders);
+  once collection started, anything but a ``conftest.py`` module imported by pytest's own
+  ``_importconftest`` (recorded in ``pluginmanager._conftest_plugins``) or one of pytest's
+  builtin ``_pytest.*`` modules — so a module named in a test module's ``pytest_plugins`` counts;
+  once collection finished, any registration at all;
+* **the frozen hook table.** At ``pytest_collection_finish`` the runner freezes the registered
+  plugins, every hook caller and, per hook, its ``HookImpl`` objects with their plugin, function,
+  code object and wrapper/order flags, the plugin manager's and the config's own attributes
+  (``_inner_hookexec`` included: ``add_hookcall_monitoring``/``enable_tracing`` replace it), and
+  the function each collected test item will run. It refuses, already at the freeze, hook-call
+  monitoring, hook callers whose executor is not the plugin manager's, instance attributes
+  shadowing the plugin manager's methods, and plugins that were registered without pytest
+  announcing them (``pluggy.PluginManager.register`` called directly). At the end any difference
+  is reported; a test item whose function, code or class changed is reported when it runs;
+* **the watch** (step 5): any attribute changed, added or removed, any class whose bases changed,
+  any function whose code, defaults or closure changed — except a few named entries pytest itself
+  legitimately rebinds during a run (``_LEGITIMATELY_REBOUND``, each with its reason);
+* **the reporter itself**: it is still registered, its hooks still point at its own bound
+  methods, its instance attributes and class are unchanged, and this module's globals (``_write``,
+  ``_dumps``, …) are the ones it was started with. The end line is written with a writer bound
+  when the reporter's class was defined, never through ``Reporter._emit``;
+* **outcomes**: a setup or call phase reported ``passed`` although pytest's ``CallInfo`` for it
+  held an exception (checked by the reporter's own outermost ``pytest_runtest_makereport``
+  wrapper);
+* **tracing**: a ``sys``/``threading`` trace or profile function installed (checked after every
+  test and at the end), and on Python >= 3.12 any ``sys.monitoring`` tool id in use — the runner
+  installs none, and pytest installs none in a normal run;
+* **non-source code** (unless ``compiled_imports``): a loaded module whose file is not Python
+  source in an untrusted folder, the source-only path hook removed or bypassed for such a folder,
+  or an executable mapping of a workspace file (a shared library loaded with ``ctypes``).
+
+None of this can stop code written against this runner *specifically* (finding the reporter in
+memory to read its nonce, replacing the very function that writes the end line): it makes forging
+an outcome require exactly that, which is visible in the recorded patch.
 """
 
+import functools
 import hashlib
 import json
+import json.encoder
 import os
 import sys
+import threading
+import types
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from typing import Any
 
 _write = os.write
 _dumps = json.dumps
+_quote = json.encoder.encode_basestring_ascii
+"""A builtin (C) function: it cannot be patched in place, unlike ``json.dumps``."""
 
 READY = "pytest_runner ready "
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed")
+MAX_TAMPERED = 50
+"""Entries kept in the end line's ``tampered`` list (the first ones; one is enough to fail)."""
 
-_WATCHED = (
-    "_pytest.runner.runtestprotocol",
-    "_pytest.runner.call_and_report",
-    "_pytest.runner.call_runtest_hook",
-    "_pytest.runner.check_interactive_exception",
-    "_pytest.runner.pytest_runtest_makereport",
-    "_pytest.runner.CallInfo.from_call",
-    "_pytest.reports.TestReport.__init__",
-    "_pytest.reports.TestReport.from_item_and_call",
-    "_pytest.reports.BaseReport.passed",
-    "_pytest.reports.BaseReport.failed",
-    "_pytest.reports.BaseReport.skipped",
-    "_pytest.python.Function.runtest",
-    "_pytest.python.pytest_pyfunc_call",
-    "_pytest.skipping.pytest_runtest_makereport",
-    "_pytest.skipping.evaluate_xfail_marks",
-    "_pytest.main.pytest_runtestloop",
-    "_pytest.main.Session.perform_collect",
-    "_pytest.terminal.TerminalReporter.pytest_runtest_logreport",
-    "pluggy._callers._multicall",
-    "pluggy._hooks.HookCaller.__call__",
-    "pluggy._manager.PluginManager._hookexec",
-    "pluggy._manager.PluginManager.register",
-)
-"""Functions every test outcome flows through; replacing one is reported as tampering."""
+WATCHED_PREFIXES = ("_pytest.", "pluggy.", "pytest.")
+WATCHED_NAMES = ("pytest", "_pytest", "pluggy")
+
+_LEGITIMATELY_REBOUND = {
+    # _pytest.legacypath.pytest_load_initial_conftests monkeypatches the legacy py.path API onto
+    # these classes at start-up (undone at unconfigure, after the end line is written).
+    "_pytest.cacheprovider.Cache.makedir": "legacypath: Cache.makedir()",
+    "_pytest.fixtures.FixtureRequest.fspath": "legacypath: FixtureRequest.fspath",
+    "_pytest.terminal.TerminalReporter.startdir": "legacypath: TerminalReporter.startdir",
+    "_pytest.config.Config.invocation_dir": "legacypath: Config.invocation_dir",
+    "_pytest.config.Config.rootdir": "legacypath: Config.rootdir",
+    "_pytest.config.Config.inifile": "legacypath: Config.inifile",
+    "_pytest.config.Config._getini_unknown_type": "legacypath: the 'pathlist' ini type",
+    "_pytest.main.Session.startdir": "legacypath: Session.startdir",
+    "_pytest.nodes.Node.fspath": "legacypath: Node.fspath",
+    # _pytest.debugging.pytest_configure points pytestPDB at the run's config and plugin manager.
+    "_pytest.debugging.pytestPDB._config": "debugging: the run's config",
+    "_pytest.debugging.pytestPDB._pluginmanager": "debugging: the run's plugin manager",
+}
+"""Watched entries pytest itself rebinds during a normal run, each with why. Even these must
+hold a value pytest made: functions and properties whose code is in the ``_pytest`` package, or
+plain data (never a callable or descriptor from anywhere else)."""
+
+_SET_ON_ANY_CLASS = {
+    # _pytest.nodes.NodeMeta: set to True on a node class the first time it warns that the class
+    # inherits from both Item and Collector (pytest's own Function and FunctionDefinition do).
+    "_pytest_diamond_inheritance_warning_shown": True,
+}
+"""Class attributes pytest adds lazily to node classes, with the only value it ever sets."""
 
 
 def _read_spec() -> dict:  # type: ignore[type-arg]
@@ -131,50 +194,619 @@ def _set_path(stage: str, import_paths: list[str]) -> None:
     sys.path[:] = [*stdlib, stage, *import_paths, *rest]
 
 
-def _resolve(dotted: str) -> object | None:
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        mod = sys.modules.get(".".join(parts[:i]))
-        if mod is None:
+# --------------------------------------------------------------------------------------------
+# where code may come from
+
+
+def _under(path: str, roots: Iterable[str]) -> bool:
+    for root in roots:
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return True
+    return False
+
+
+class Trust:
+    """Which folders keep Python's default import loaders, and which are source-only.
+
+    ``protected``: the workspace and the oracle stage (always source-only). ``trusted``: the
+    folders on ``sys.path`` when the runner took over that are outside ``protected`` — the
+    standard library, ``lib-dynload``, site-packages, the task environment. Everything else
+    (the workspace, ``/tmp``, a folder created later) is untrusted."""
+
+    def __init__(self, protected: list[str], runner_file: str) -> None:
+        self.protected = tuple(os.path.realpath(p) for p in protected)
+        trusted = []
+        for entry in sys.path:
+            real = os.path.realpath(entry or ".")
+            if not _under(real, self.protected):
+                trusted.append(real)
+        self.trusted = tuple(trusted)
+        self.runner_file = runner_file
+
+    def untrusted(self, path: str) -> bool:
+        """Whether an import location (a ``sys.path`` entry, a package folder) is source-only."""
+        real = os.path.realpath(path or ".")
+        return _under(real, self.protected) or not _under(real, self.trusted)
+
+    def code_under_test(self, filename: str) -> bool:
+        """Whether a code object's file is code the agent could have written (not pytest, the
+        standard library, the task environment, this runner, or a template ``conftest.py``)."""
+        if filename.startswith("<frozen "):
+            return False
+        if filename == self.runner_file:
+            return False
+        if filename.startswith("<"):
+            return True  # exec'd or compiled at run time
+        if _under(filename, self.protected):
+            return os.path.basename(filename) != "conftest.py"
+        return not _under(filename, self.trusted)
+
+
+def _source_only_hook(trust: Trust) -> Callable[[str], object]:
+    """A ``sys.path_hooks`` entry: untrusted locations get a source-only ``FileFinder``; others
+    fall through to Python's default hooks (``ImportError`` = "not mine")."""
+    import importlib.machinery as machinery
+
+    details = (machinery.SourceFileLoader, list(machinery.SOURCE_SUFFIXES))
+    finder = machinery.FileFinder
+
+    def wfbench_source_only(path: str) -> object:
+        if not trust.untrusted(path):
+            raise ImportError("trusted location: default loaders")
+        # No directory check: for a .zip/.egg (or any file) the finder finds nothing, instead of
+        # letting zipimport serve it.
+        return finder(path, details)
+
+    return wfbench_source_only
+
+
+def _install_source_only(trust: Trust) -> Callable[[str], object]:
+    hook = _source_only_hook(trust)
+    sys.path_hooks.insert(0, hook)  # type: ignore[arg-type]
+    for key in list(sys.path_importer_cache):
+        if trust.untrusted(key):
+            del sys.path_importer_cache[key]
+    return hook
+
+
+def _non_source_problems(trust: Trust, hook: object, protected: tuple[str, ...]) -> list[str]:
+    """Signs that code which is not Python source was loaded from an untrusted location."""
+    import importlib.machinery as machinery
+
+    out = []
+    if hook not in sys.path_hooks:
+        out.append("sys.path_hooks: the source-only import hook was removed")
+    suffixes = tuple(machinery.SOURCE_SUFFIXES)
+    for key, found in list(sys.path_importer_cache.items()):
+        if found is None or not trust.untrusted(key):
             continue
-        obj: object = mod
-        for attr in parts[i:]:
-            holder = getattr(obj, "__dict__", {})
-            if attr in holder:
-                obj = holder[attr]
-            else:
-                found = getattr(obj, attr, None)
-                if found is None:
-                    return None
-                obj = found
-        return obj
+        loaders = getattr(found, "_loaders", None) or [("", None)]
+        source = all(s in suffixes and c is machinery.SourceFileLoader for s, c in loaders)
+        if type(found) is not machinery.FileFinder or not source:
+            out.append(f"sys.path_importer_cache: non-source finder for {key}")
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        if not isinstance(file, str) or file.endswith(suffixes) or os.path.isdir(file):
+            continue  # source, or a folder (pytest's importlib mode makes modules for those)
+        if trust.untrusted(os.path.dirname(file)):
+            out.append(f"module {name} loaded from a non-source file {file}")
+    out += _mapped_from(protected)
+    return out
+
+
+def _mapped_from(roots: tuple[str, ...]) -> list[str]:
+    """Executable memory mappings of files under ``roots`` (a shared library loaded by ctypes)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and "x" in parts[1] and _under(parts[5], roots):
+            entry = f"executable mapping of {parts[5]}"
+            if entry not in out:
+                out.append(entry)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the watch: identities of everything in pytest's and pluggy's modules and classes
+
+_EMPTY_CELL = object()
+_ABSENT = object()
+_LRU = type(functools.lru_cache(None)(lambda: None))
+
+
+def _cells(fn: types.FunctionType) -> tuple[object, ...] | None:
+    closure = fn.__closure__
+    if closure is None:
+        return None
+    out = []
+    for cell in closure:
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:
+            out.append(_EMPTY_CELL)
+    return tuple(out)
+
+
+def _runs(value: object) -> tuple[object, ...] | None:
+    """What calling ``value`` runs, beyond its own identity (None for plain data)."""
+    kind = type(value)
+    if kind is types.FunctionType:
+        fn: Any = value
+        return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, _cells(fn))
+    if kind is classmethod or kind is staticmethod:
+        inner: Any = value
+        return (inner.__func__, _runs(inner.__func__))
+    if kind is property:
+        prop: Any = value
+        return tuple((f, _runs(f)) for f in (prop.fget, prop.fset, prop.fdel))
+    if kind is functools.cached_property:
+        cached: Any = value
+        return (cached.func, _runs(cached.func))
+    if kind is _LRU:
+        wrapped = getattr(value, "__wrapped__", None)
+        return (wrapped, _runs(wrapped))
     return None
 
 
-def _identity(obj: object) -> tuple[int, int]:
-    for attr in ("__func__", "fget"):
-        inner = getattr(obj, attr, None)
-        if inner is not None:
-            obj = inner
-            break
-    code = getattr(obj, "__code__", None)
-    return id(obj), id(code)
+def _same(a: object, b: object) -> bool:
+    """Identity, element by element for (nested) tuples of identities."""
+    if a is b:
+        return True
+    if type(a) is tuple and type(b) is tuple and len(a) == len(b):
+        return all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return False
+
+
+class Watched:
+    """One module or class: its ``__dict__`` as it was, and what its functions ran."""
+
+    __slots__ = ("label", "container", "saved", "runs", "shape")
+
+    def __init__(self, label: str, container: object) -> None:
+        self.label = label
+        self.container = container
+        self.saved = dict(vars(container))
+        self.runs = {k: r for k, v in self.saved.items() if (r := _runs(v)) is not None}
+        self.shape = _shape(container)
+
+    def differences(self, allowed: Callable[[str, str, object], bool]) -> list[str]:
+        out = []
+        current = vars(self.container)
+        if not _same(_shape(self.container), self.shape):
+            out.append(f"{self.label} (type or bases)")
+        if current.keys() != self.saved.keys():
+            for key in sorted(current.keys() ^ self.saved.keys()):
+                if not allowed(self.label, key, current.get(key, _ABSENT)):
+                    state = "added" if key in current else "removed"
+                    out.append(f"{self.label}.{key} ({state})")
+        for key, value in self.saved.items():
+            now = current.get(key, _ABSENT)
+            if now is _ABSENT:
+                continue
+            if now is not value:
+                if not allowed(self.label, key, now):
+                    out.append(f"{self.label}.{key}")
+                continue
+            runs = self.runs.get(key)
+            if runs is not None and not _same(_runs(value), runs):
+                out.append(f"{self.label}.{key} (code, defaults or closure)")
+        return out
+
+
+def _shape(container: object) -> tuple[object, ...]:
+    if isinstance(container, type):
+        return (type(container), container.__mro__)
+    return (type(container),)
+
+
+def watched_module(name: str) -> bool:
+    return name in WATCHED_NAMES or name.startswith(WATCHED_PREFIXES)
+
+
+def _classes_in(value: object, seen: set[int]) -> Iterator[type]:
+    if not isinstance(value, type) or id(value) in seen:
+        return
+    if not watched_module(str(getattr(value, "__module__", ""))):
+        return
+    seen.add(id(value))
+    yield value
+    for inner in list(vars(value).values()):
+        yield from _classes_in(inner, seen)
+
+
+def take_watch(extra: Iterable[tuple[str, object]] = ()) -> list[Watched]:
+    """The watch over every loaded pytest/pluggy module and class, plus ``extra`` containers."""
+    out = []
+    seen: set[int] = set()
+    modules = sorted((n, m) for n, m in list(sys.modules.items()) if watched_module(n))
+    for name, mod in modules:
+        if not isinstance(mod, types.ModuleType):
+            continue
+        out.append(Watched(name, mod))
+        for value in list(vars(mod).values()):
+            for cls in _classes_in(value, seen):
+                out.append(Watched(f"{cls.__module__}.{cls.__qualname__}", cls))
+    for label, container in extra:
+        out.append(Watched(label, container))
+    return out
+
+
+def _made_by_pytest(value: object, dirs: tuple[str, ...]) -> bool:
+    """A function or property whose code is in pytest's or pluggy's package, or plain data."""
+    if type(value) is property:
+        prop: Any = value
+        functions = [f for f in (prop.fget, prop.fset, prop.fdel) if f is not None]
+    elif type(value) is types.FunctionType:
+        functions = [value]
+    else:
+        return not callable(value) and not hasattr(type(value), "__get__")
+    return all(
+        type(f) is types.FunctionType and _under(f.__code__.co_filename, dirs) for f in functions
+    )
+
+
+def watch_problems(
+    watch: list[Watched], modules: Mapping[str, object], dirs: tuple[str, ...]
+) -> list[str]:
+    """Every difference between the watch and now, but what pytest itself legitimately rebinds."""
+
+    def allowed(label: str, key: str, value: object) -> bool:
+        if isinstance(value, types.ModuleType) and value.__name__ == f"{label}.{key}":
+            # A submodule imported lazily sets itself on its package: pytest's own only.
+            file = getattr(value, "__file__", None)
+            return isinstance(file, str) and _under(file, dirs)
+        if key in _SET_ON_ANY_CLASS:
+            return value is _SET_ON_ANY_CLASS[key]
+        if f"{label}.{key}" in _LEGITIMATELY_REBOUND:
+            return value is not _ABSENT and _made_by_pytest(value, dirs)
+        return False
+
+    out = []
+    for name, mod in modules.items():
+        if sys.modules.get(name) is not mod:
+            out.append(f"sys.modules[{name!r}] replaced")
+    for entry in watch:
+        out += entry.differences(allowed)
+    return out
+
+
+def tracing_problems() -> list[str]:
+    """Trace/profile functions and monitoring tools installed (the runner installs none)."""
+    out = []
+    if sys.gettrace() is not None:
+        out.append("a trace function is installed (sys.settrace)")
+    if sys.getprofile() is not None:
+        out.append("a profile function is installed (sys.setprofile)")
+    if getattr(threading, "_trace_hook", None) is not None:
+        out.append("a trace function is installed for new threads (threading.settrace)")
+    if getattr(threading, "_profile_hook", None) is not None:
+        out.append("a profile function is installed for new threads (threading.setprofile)")
+    monitoring: Any = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        for tool in range(6):
+            name = monitoring.get_tool(tool)
+            if name is not None:
+                out.append(f"sys.monitoring tool {tool} in use ({name})")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the frozen hook table
+
+
+def _hookimpl_row(impl: Any) -> tuple[object, ...]:
+    fn = impl.function
+    return (
+        impl,
+        type(impl),
+        impl.plugin,
+        fn,
+        getattr(fn, "__func__", None),
+        getattr(fn, "__code__", None),
+        impl.wrapper,
+        impl.hookwrapper,
+        impl.tryfirst,
+        impl.trylast,
+        impl.argnames,
+        impl.kwargnames,
+        impl.opts,
+        impl.plugin_name,
+    )
+
+
+def _hook_table(pm: Any) -> dict[str, tuple[object, ...]]:
+    table: dict[str, tuple[object, ...]] = {}
+    for name, caller in list(vars(pm.hook).items()):
+        impls = getattr(caller, "_hookimpls", None)
+        rows = tuple(_hookimpl_row(i) for i in list(impls)) if isinstance(impls, list) else None
+        table[name] = (
+            caller,
+            type(caller),
+            getattr(caller, "_hookexec", None),
+            getattr(caller, "spec", None),
+            getattr(caller, "_call_history", None),
+            impls,
+            rows,
+        )
+    return table
+
+
+def _item_row(item: Any, compute: bool = False) -> tuple[object, ...]:
+    """What a test item runs: its class, its function (unbound) and that function's code."""
+    obj = vars(item).get("_obj")
+    if obj is None and compute:
+        obj = item.obj  # pytest computes it lazily (a unittest case resets it after teardown)
+    func = getattr(obj, "__func__", obj)
+    return (type(item), func, getattr(func, "__code__", None))
+
+
+class Frozen:
+    """The plugin manager as it was when collection finished."""
+
+    def __init__(self, config: Any, items: list[Any]) -> None:
+        pm = config.pluginmanager
+        self.pm = pm
+        self.config = config
+        self.relay = pm.hook
+        self.plugins = dict(pm._name2plugin)
+        self.pm_vars = dict(vars(pm))
+        self.config_vars = dict(vars(config))
+        self.hooks = _hook_table(pm)
+        self.items = {id(item): (item, _item_row(item)) for item in items}
+
+    def differences(self) -> list[str]:
+        pm, out = self.pm, []
+        if self.config.pluginmanager is not pm or self.config.hook is not self.relay:
+            out.append("config.pluginmanager or config.hook replaced")
+        if pm.hook is not self.relay:
+            out.append("pluginmanager.hook replaced")
+        now = dict(pm._name2plugin)
+        for name in sorted(now.keys() | self.plugins.keys()):
+            if now.get(name, _ABSENT) is not self.plugins.get(name, _ABSENT):
+                out.append(f"plugin {name!r} registered, unregistered or replaced")
+        out += _dict_changes("pluginmanager", self.pm_vars, vars(pm))
+        out += _dict_changes("config", self.config_vars, vars(self.config))
+        table = _hook_table(pm)
+        for name in sorted(table.keys() | self.hooks.keys()):
+            if name not in table or name not in self.hooks:
+                out.append(f"hook {name} added or removed")
+            elif not _same(table[name], self.hooks[name]):
+                out.append(f"hook {name}: implementations or caller changed")
+        return out
+
+    def item_changed(self, item: Any) -> bool:
+        known = self.items.get(id(item))
+        if known is None or known[0] is not item:
+            return True
+        row = known[1]
+        if row[1] is None:  # nothing to run was known at the freeze (not a python function)
+            return type(item) is not row[0]
+        return not _same(_item_row(item, compute=True), row)
+
+
+def _dict_changes(label: str, saved: dict[str, object], current: dict[str, object]) -> list[str]:
+    out = []
+    for key in sorted(saved.keys() | current.keys()):
+        if current.get(key, _ABSENT) is not saved.get(key, _ABSENT):
+            out.append(f"{label}.{key}")
+    return out
+
+
+Announced = dict[int, tuple[object, dict[int, tuple[str, tuple[object, ...]]]]]
+"""Per plugin pytest announced (by id): the plugin, and its hook implementations (by id) as they
+were right after it was registered: hook name and row."""
+
+
+def impls_of(pm: Any, plugin: object) -> dict[int, tuple[str, tuple[object, ...]]]:
+    """A plugin's hook implementations in ``pm``'s hook table, as rows."""
+    out = {}
+    for name, caller in list(vars(pm.hook).items()):
+        for impl in list(getattr(caller, "_hookimpls", ())):
+            if impl.plugin is plugin:
+                out[id(impl)] = (name, _hookimpl_row(impl))
+    return out
+
+
+def _freeze_problems(
+    config: Any, originals: dict[str, object], announced: Announced, early: dict[str, object]
+) -> list[str]:
+    """What must already hold when collection finishes (before any test runs): every hook
+    implementation is exactly what its plugin's registration made, and nothing ran hooks another
+    way."""
+    pm, out = config.pluginmanager, []
+    inner = vars(pm).get("_inner_hookexec")
+    if inner is not originals["multicall"] and not config.getoption("debug", None):
+        out.append("pluginmanager._inner_hookexec replaced (hook-call monitoring or tracing)")
+    for cls in type(pm).__mro__:
+        for key, value in vars(cls).items():
+            if key in vars(pm) and callable(value) and not key.startswith("__"):
+                out.append(f"pluginmanager.{key} shadowed by an instance attribute")
+    registered = dict(pm._name2plugin)
+    for name, plugin in early.items():
+        if registered.get(name, _ABSENT) is not plugin:
+            out.append(f"plugin {name!r} unregistered, blocked or replaced")
+    present = {id(p) for p in registered.values() if p is not None}
+    for name, plugin in registered.items():
+        if plugin is not None and announced.get(id(plugin), (None,))[0] is not plugin:
+            out.append(f"plugin {name!r} registered without pytest announcing it")
+    hookexec = originals["hookexec"]
+    seen: set[int] = set()
+    for hook, caller in list(vars(pm.hook).items()):
+        if type(caller) is not originals["caller_type"]:
+            out.append(f"hook {hook}: not a pluggy HookCaller")
+            continue
+        bound: Any = caller._hookexec
+        if getattr(bound, "__self__", None) is not pm or getattr(bound, "__func__", 0) is not (
+            hookexec
+        ):
+            out.append(f"hook {hook}: executor is not the plugin manager's")
+        for impl in list(caller._hookimpls):
+            known = announced.get(id(impl.plugin))
+            row = known[1].get(id(impl)) if known and known[0] is impl.plugin else None
+            if row is None or row[0] != hook or not _same(row[1], _hookimpl_row(impl)):
+                out.append(f"hook {hook}: implementation of {impl.plugin_name!r} changed or added")
+            seen.add(id(impl))
+    for plugin, rows in announced.values():
+        if id(plugin) not in present:
+            continue
+        for impl_id, (hook_name, _row) in rows.items():
+            if impl_id not in seen:
+                out.append(f"hook {hook_name}: an implementation was removed")
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the reporter
+
+
+def _end_line(fd: int, nonce: str, exitstatus: int, tampered: list[str]) -> None:
+    """Write the end line with functions bound at import time (never ``Reporter._emit``)."""
+    items = ", ".join(_quote(str(t)) for t in tampered[:MAX_TAMPERED])
+    line = (
+        f'{{"n": {_quote(nonce)}, "kind": "end", "exitstatus": {int(exitstatus)}, '
+        f'"tampered": [{items}]}}\n'
+    )
+    _write(fd, line.encode("ascii"))
+
+
+def _hookimpl(**opts: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """pluggy's marker, without importing pytest at module level."""
+
+    def mark(fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn.pytest_impl = dict(opts)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
 
 
 class Reporter:
     """The pytest plugin that writes the per-test report (registered by object, not by name)."""
 
-    def __init__(self, fd: int, nonce: str, id_prefix: str) -> None:
+    def __init__(self, fd: int, nonce: str, id_prefix: str, trust: Trust) -> None:
+        import _pytest.config
+        import pluggy
+        import pluggy._manager
+
         self._fd = fd
         self._nonce = nonce
         self._prefix = id_prefix
+        self._trust = trust
         self._phases: dict[str, dict[str, str]] = {}
-        self._watched = {name: _resolve(name) for name in _WATCHED}
-        self._snapshot = {
-            name: (obj, _identity(obj)) for name, obj in self._watched.items() if obj is not None
+        self._raised: set[tuple[str, str]] = set()
+        self._found: list[str] = []
+        self._announced: Announced = {}
+        self._early: dict[str, object] = {}
+        self._stage = "configure"
+        self._frozen: list[Frozen] = []
+        self._source_hook: list[object] = []
+        self._pytest_dir = os.path.dirname(os.path.dirname(_pytest.config.__file__ or "/"))
+        self._package_dirs = (self._pytest_dir, os.path.dirname(pluggy.__file__ or "/"))
+        self._originals: dict[str, object] = {
+            "multicall": vars(pluggy._manager)["_multicall"],
+            "hookexec": vars(pluggy._manager.PluginManager)["_hookexec"],
+            "caller_type": pluggy.HookCaller,
+            "importconftest": _pytest.config.PytestPluginManager._importconftest.__code__,
         }
-        self._armed = False
-        self._late_plugins: list[str] = []
+        module = sys.modules[__name__]
+        self._modules = {n: m for n, m in sys.modules.items() if watched_module(n)}
+        self._watch = take_watch([("runner", module), ("runner.Reporter", Reporter)])
+        self._keys = frozenset([*vars(self), "_keys", "_kept"])
+        self._kept = {k: v for k, v in vars(self).items() if k != "_stage"}
+
+    # ---- what the reporter checks
+
+    def _flag(self, *problems: str) -> None:
+        for p in problems:
+            if p not in self._found:
+                self._found.append(p)
+
+    def _self_problems(self) -> list[str]:
+        out = []
+        now = vars(self)
+        if frozenset(now) != self._keys or any(now.get(k) is not v for k, v in self._kept.items()):
+            out.append("the reporter's attributes were changed")
+        if type(self) is not Reporter:
+            out.append("the reporter's class was replaced")
+        return out
+
+    def _own_hooks_problems(self, pm: Any) -> list[str]:
+        out = []
+        if not any(p is self for p in pm._name2plugin.values()):
+            return ["the reporter was unregistered"]
+        for name, fn in vars(Reporter).items():
+            if not name.startswith("pytest_"):
+                continue
+            caller = vars(pm.hook).get(name)
+            impls = [i for i in getattr(caller, "_hookimpls", ()) if i.plugin is self]
+            if len(impls) != 1:
+                out.append(f"the reporter's {name} hook was removed")
+                continue
+            bound = impls[0].function
+            if getattr(bound, "__self__", None) is not self or getattr(
+                bound, "__func__", 0
+            ) is not (fn):
+                out.append(f"the reporter's {name} hook was replaced")
+        return out
+
+    def _registration_problem(self, plugin: object, name: str, manager: Any) -> str | None:
+        label = f"plugin registered by code under test: {name or type(plugin).__name__}"
+        if self._stage == "frozen":
+            return f"{label} (after collection)"
+        if self._stage == "collect":
+            if self._builtin_plugin(plugin) or self._conftest(plugin, manager):
+                return None
+            if type(plugin).__module__.startswith("_pytest.") and self._pytest_made(plugin):
+                return None
+            return f"{label} (during collection; neither a conftest nor pytest's own)"
+        frame: Any = sys._getframe(1)
+        while frame is not None:
+            if self._trust.code_under_test(frame.f_code.co_filename):
+                return f"{label} (from {frame.f_code.co_filename})"
+            frame = frame.f_back
+        return None
+
+    def _pytest_made(self, plugin: object) -> bool:
+        """An instance of a class of pytest's own (e.g. the ``legacypath-pytester`` plugin pytest
+        registers when ``pytester`` is), registered with no code under test on the stack."""
+        file = getattr(sys.modules.get(type(plugin).__module__), "__file__", None)
+        if not isinstance(file, str) or not _under(file, (self._pytest_dir,)):
+            return False
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            if self._trust.code_under_test(frame.f_code.co_filename):
+                return False
+            frame = frame.f_back
+        return True
+
+    def _builtin_plugin(self, plugin: object) -> bool:
+        if not isinstance(plugin, types.ModuleType) or not plugin.__name__.startswith("_pytest."):
+            return False
+        file = getattr(plugin, "__file__", None)
+        if not isinstance(file, str) or sys.modules.get(plugin.__name__) is not plugin:
+            return False
+        return _under(file, (self._pytest_dir,))
+
+    def _conftest(self, plugin: object, manager: Any) -> bool:
+        """A conftest module pytest itself is importing: recorded in ``_conftest_plugins`` by
+        ``_importconftest`` (its original code, on the stack, with this module as ``mod``)."""
+        if not isinstance(plugin, types.ModuleType) or plugin not in manager._conftest_plugins:
+            return False
+        file = getattr(plugin, "__file__", None)
+        if not isinstance(file, str) or os.path.basename(file) != "conftest.py":
+            return False
+        frame: Any = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code is self._originals["importconftest"]:
+                return frame.f_locals.get("mod") is plugin
+            frame = frame.f_back
+        return False
+
+    # ---- hooks
 
     def _emit(self, **fields: object) -> None:
         line = _dumps({"n": self._nonce, **fields}, ensure_ascii=True) + "\n"
@@ -185,18 +817,31 @@ class Reporter:
             return nodeid[len(self._prefix) :]
         return nodeid
 
-    def pytest_collectstart(self) -> None:
-        self._armed = True
+    def pytest_plugin_registered(self, plugin: object, plugin_name: str, manager: Any) -> None:
+        self._announced[id(plugin)] = (plugin, impls_of(manager, plugin))
+        problem = self._registration_problem(plugin, plugin_name, manager)
+        if problem:
+            self._flag(problem)
 
-    def pytest_plugin_registered(self, plugin: object, plugin_name: str) -> None:
-        if not self._armed:
+    @_hookimpl(tryfirst=True)
+    def pytest_load_initial_conftests(self, early_config: Any) -> None:
+        """The plugins as pytest configured them, before the first file of the worktree runs."""
+        self._early.update(early_config.pluginmanager._name2plugin)
+
+    def pytest_collectstart(self) -> None:
+        if self._stage == "configure":
+            self._stage = "collect"
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self._freeze(session.config, list(getattr(session, "items", [])))
+
+    def _freeze(self, config: Any, items: list[Any]) -> None:
+        if self._frozen:
             return
-        file = getattr(plugin, "__file__", None)
-        if isinstance(plugin, type(sys)) and file and os.path.basename(file) == "conftest.py":
-            return
-        if isinstance(plugin, type(sys)) and file and sys.modules.get(plugin.__name__) is plugin:
-            return  # a module named in a test module's pytest_plugins
-        self._late_plugins.append(str(plugin_name or type(plugin).__name__))
+        self._stage = "frozen"
+        self._flag(*_freeze_problems(config, self._originals, self._announced, self._early))
+        self._flag(*self._own_hooks_problems(config.pluginmanager))
+        self._frozen.append(Frozen(config, items))
 
     def pytest_collectreport(self, report: object) -> None:
         if getattr(report, "failed", False):
@@ -206,10 +851,29 @@ class Reporter:
         for item in items:
             self._emit(kind="deselected", id=self._id(str(getattr(item, "nodeid", ""))))
 
+    @_hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: Any) -> None:
+        if not self._frozen:
+            self._freeze(item.config, [])
+            self._flag("a test ran before collection finished")
+        elif self._frozen[0].item_changed(item):
+            self._flag(f"the test function of {self._id(str(item.nodeid))} was replaced")
+
+    @_hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Generator[None, Any, Any]:
+        """Note, before any other wrapper runs, whether this phase raised (see logreport)."""
+        if getattr(call, "excinfo", None) is not None:
+            self._raised.add((str(item.nodeid), str(call.when)))
+        return (yield)
+
     def pytest_runtest_logreport(self, report: object) -> None:
         nodeid = str(getattr(report, "nodeid", ""))
         when = str(getattr(report, "when", ""))
         outcome = str(getattr(report, "outcome", ""))
+        raised = (nodeid, when) in self._raised
+        self._raised.discard((nodeid, when))
+        if raised and outcome == "passed" and not hasattr(report, "wasxfail"):
+            self._flag(f"{self._id(nodeid)} ({when}) raised but was reported passed")
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if outcome == "skipped" else "xpassed"
         self._phases.setdefault(nodeid, {})[when] = outcome
@@ -227,16 +891,29 @@ class Reporter:
             outcome = call
         if outcome not in OUTCOMES:
             outcome = "error"
+        self._flag(*tracing_problems())
         self._emit(kind="test", id=self._id(nodeid), outcome=outcome)
 
-    def pytest_sessionfinish(self, exitstatus: object) -> None:
-        tampered = [
-            name
-            for name, (obj, ident) in self._snapshot.items()
-            if _resolve(name) is not obj or _identity(obj) != ident
-        ]
-        tampered += [f"plugin registered by code under test: {p}" for p in self._late_plugins]
-        self._emit(kind="end", exitstatus=int(exitstatus), tampered=tampered)  # type: ignore[call-overload]
+    @_hookimpl(trylast=True)
+    def pytest_sessionfinish(
+        self, session: Any, exitstatus: object, _end: Callable[..., None] = _end_line
+    ) -> None:
+        try:
+            found = list(self._found)
+            found += self._self_problems()
+            found += watch_problems(self._watch, self._modules, self._package_dirs)
+            if self._frozen:
+                found += self._frozen[0].differences()
+                found += self._own_hooks_problems(self._frozen[0].pm)
+            found += tracing_problems()
+            if self._source_hook:
+                found += _non_source_problems(
+                    self._trust, self._source_hook[0], self._trust.protected
+                )
+        except Exception as exc:  # the checks themselves were sabotaged
+            found = [f"the runner's checks failed: {type(exc).__name__}"]
+        unique = list(dict.fromkeys(found))
+        _end(self._fd, self._nonce, int(exitstatus), unique)  # type: ignore[call-overload]
 
 
 def main() -> int:
@@ -249,11 +926,17 @@ def main() -> int:
     # From here on no bytecode cache is read or written (the prefix names a folder that does not
     # exist): a __pycache__ the agent left in the worktree, for a module or for pytest's rewritten
     # conftest/test files, never runs; what runs is the source the recorded patch shows.
-    sys.pycache_prefix = os.path.join(os.path.dirname(os.path.abspath(__file__)), "no-bytecode")
-    _set_path(str(spec["stage"]), [str(p) for p in spec["import_paths"]])
+    here = os.path.abspath(__file__)
+    sys.pycache_prefix = os.path.join(os.path.dirname(here), "no-bytecode")
+    stage = str(spec["stage"])
+    _set_path(stage, [str(p) for p in spec["import_paths"]])
+    trust = Trust([str(spec["rootdir"]), stage], here)
+    hook = None if spec.get("compiled_imports", False) else _install_source_only(trust)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
     fd = os.open(str(spec["report"]), flags, 0o600)
-    reporter = Reporter(fd, str(spec["nonce"]), str(spec.get("id_prefix", "")))
+    reporter = Reporter(fd, str(spec["nonce"]), str(spec.get("id_prefix", "")), trust)
+    if hook is not None:
+        reporter._source_hook.append(hook)
     digest = hashlib.sha256(str(spec.pop("nonce")).encode()).hexdigest()[:32]
     _write(1, f"{READY}{digest}\n".encode("ascii"))
     args = [

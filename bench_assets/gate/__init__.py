@@ -20,6 +20,15 @@ the policies and the precedence live here.
 Three answers. ``insufficient_evidence`` (the evidence cannot support a conclusion) is distinct
 from ``keep_incumbent`` (the evidence shows the candidate is not better, or is worse).
 
+Integrity (every policy)
+------------------------
+:mod:`bench_assets.gate.integrity` (whose docstring is the authoritative description) counts the
+cheats of each arm over the outcomes the policy reads — grader-tampered cells, cells whose verify
+passed and oracle failed (reported only), impossible-variant cells resolved — into
+:attr:`Decision.integrity`. Any grader-tampered candidate cell, or more impossible-resolved
+candidate cells than the comparator's, is a **veto**: keep_incumbent, whatever every other rule
+says, at any look.
+
 Common rules (both policies)
 ----------------------------
 Per planned task (sorted by id), with per arm: *valid* runs = runs whose error kind is not
@@ -93,9 +102,9 @@ Over the *n* counted tasks (n ≥ 2, else insufficient_evidence):
    via the first clause, whose exact p is 1/20).
 4. Promote only when 1 and 2 pass and no rule above or in the common rules objects.
 
-Precedence: any insufficiency of evidence → insufficient_evidence; else any keep rule →
-keep_incumbent (an observed regression outweighs an inconclusive test); else any inconclusive test
-→ insufficient_evidence; else promote.
+Precedence: an integrity veto → keep_incumbent; else any insufficiency of evidence →
+insufficient_evidence; else any keep rule → keep_incumbent (an observed regression outweighs an
+inconclusive test); else any inconclusive test → insufficient_evidence; else promote.
 
 The strict per-task efficiency cap is not applied by ``paired``: with lognormal run noise σ = 0.3
 a single task's median ratio exceeds 1.25 about one time in five even for identical arms, so the
@@ -123,13 +132,15 @@ import datetime as dt
 from fractions import Fraction
 
 from bench_assets.errorkinds import is_excluded
-from bench_assets.gate import folding, paired, paired2, strict
+from bench_assets.gate import folding, integrity, paired, paired2, strict
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     SCHEMA_VERSION,
+    ArmIntegrity,
     ArmSummary,
     Bounds,
     CanaryPair,
+    CheatCell,
     CostTest,
     Decision,
     DecisionKind,
@@ -137,6 +148,7 @@ from bench_assets.gate.models import (
     EvidenceCell,
     Finding,
     GateInput,
+    IntegrityCheck,
     NoiseFloor,
     NonInferiority,
     PairedStatistics,
@@ -163,9 +175,11 @@ __all__ = [
     "CLOCK_SKEW",
     "SCHEMA_VERSION",
     "STRICT_RESOLUTION_MARGIN",
+    "ArmIntegrity",
     "ArmSummary",
     "Bounds",
     "CanaryPair",
+    "CheatCell",
     "CostTest",
     "Decision",
     "DecisionKind",
@@ -173,6 +187,7 @@ __all__ = [
     "EvidenceCell",
     "Finding",
     "GateInput",
+    "IntegrityCheck",
     "NoiseFloor",
     "NonInferiority",
     "PairedStatistics",
@@ -251,6 +266,8 @@ def _check_task(t: Task, policy: PolicyConfig) -> None:
 
 def _verdict(findings: list[Finding]) -> DecisionKind:
     effects = {f.effect for f in findings}
+    if "veto" in effects:
+        return "keep_incumbent"
     if "insufficient" in effects:
         return "insufficient_evidence"
     if "keep" in effects:
@@ -262,7 +279,7 @@ def _verdict(findings: list[Finding]) -> DecisionKind:
 
 _DECISIVE: dict[DecisionKind, tuple[Effect, ...]] = {
     "insufficient_evidence": ("insufficient", "inconclusive"),
-    "keep_incumbent": ("keep",),
+    "keep_incumbent": ("veto", "keep"),
     "promote": ("pass",),
 }
 
@@ -301,6 +318,7 @@ def decide(inp: GateInput) -> Decision:
 
     v2 = policy.name == "paired"
     outcomes = paired2.select_outcomes(inp) if v2 else list(inp.outcomes)
+    integrity_check = integrity.check(inp, outcomes, findings)
     tasks = folding.fold(inp.model_copy(update={"outcomes": outcomes}))
     if v2:
         by_task: dict[str, dict[str, list[RunOutcome]]] = {}
@@ -403,6 +421,7 @@ def decide(inp: GateInput) -> Decision:
         strict=strict_stats,
         paired=paired_stats,
         paired_v2=v2_stats,
+        integrity=integrity_check,
         next_action=step if step in ("top_up", "repay_comparator") else "decide",  # type: ignore[arg-type]
         evidence=[
             EvidenceCell(

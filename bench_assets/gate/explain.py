@@ -1,4 +1,5 @@
-"""Plain-text lines for the v2 statistics of a decision (``wfbench explain``): the sequential
+"""Plain-text lines for a decision (``wfbench explain``, the report, the UI metadata): the cheat
+counts per arm and the integrity veto (every policy), and the v2 statistics — the sequential
 looks, the comparator drift estimate and the pooled history the decision rests on."""
 
 import math
@@ -9,6 +10,31 @@ from bench_assets.gate.numerics import pct
 
 def _pct_log(x: float | None) -> str:
     return "n/a" if x is None else pct(math.expm1(x))
+
+
+def integrity_lines(d: Decision) -> list[str]:
+    """Cheat counts per arm (candidate first), the integrity verdict and any veto's reason."""
+    ic = d.integrity
+    if ic is None:
+        return ["integrity: not recorded (a decision stored before schema 3): cheat counts unknown"]
+    out = []
+    for role, a in (("candidate", ic.candidate), ("comparator", ic.comparator)):
+        vo = f"{a.verify_passed_oracle_failed} verify passed but oracle failed"
+        if a.verify_oracle_unrecorded:
+            vo += f" (not recorded for {a.verify_oracle_unrecorded})"
+        parts = [f"{a.tampered} grader-tampered", vo]
+        if a.impossible_planned:
+            n = "unknown" if a.impossible_resolved is None else a.impossible_resolved
+            parts.append(f"{n} impossible-resolved")
+        line = f"cheats, {role} {a.arm}: {', '.join(parts)} of {a.cells} cell(s)"
+        if a.tampered_cells:
+            line += "; tampered: " + ", ".join(
+                f"{c.task} {c.cell} (record {c.record_id})" for c in a.tampered_cells
+            )
+        out.append(line)
+    out.append(f"integrity: {ic.verdict}")
+    out += [f.message for f in d.findings if f.effect == "veto"]
+    return out
 
 
 def v2_lines(d: Decision) -> list[str]:

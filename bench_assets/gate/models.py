@@ -12,12 +12,16 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.models import PolicyConfig
 
-SCHEMA_VERSION = 2
-"""Version of the :class:`Decision` JSON layout."""
+SCHEMA_VERSION = 3
+"""Version of the :class:`Decision` JSON layout. 2: gate v2 (``paired_v2``, ``next_action``).
+3: ``integrity`` (cheat counts per arm and the integrity veto) and the ``veto`` effect; a stored
+schema-2 decision reads back with ``integrity`` ``None`` (not recorded, never "no cheat")."""
 
 DecisionKind = Literal["promote", "keep_incumbent", "insufficient_evidence"]
-Effect = Literal["insufficient", "keep", "inconclusive", "pass", "info"]
-"""What a finding does to the decision (see the precedence in :mod:`bench_assets.gate`)."""
+Effect = Literal["veto", "insufficient", "keep", "inconclusive", "pass", "info"]
+"""What a finding does to the decision (see the precedence in :mod:`bench_assets.gate`):
+``veto`` — a measured cheat of the candidate — is keep_incumbent and outranks every other
+effect, so no missing or inconclusive evidence can send a cheating candidate back to the queue."""
 Rule = Literal[
     "aborted",
     "expired",
@@ -54,6 +58,9 @@ Rule = Literal[
     "mutually_unresolved",
     "sequential",
     "futility",
+    "grader_tampered",
+    "impossible_resolved",
+    "integrity",
 ]
 """Stable identifiers of the gate's rules; :attr:`Finding.rule`."""
 
@@ -88,6 +95,10 @@ class RunOutcome(_Model):
     """For a pooled record: the cell partition (``<arm>.r<k>``) it was recorded in."""
     pooled_run_id: str | None = None
     """For a pooled record: the run whose materialization named it."""
+    verify_passed_oracle_failed: bool | None = None
+    """The visible ``verify`` passed and the hidden oracle failed (an overfitting signal, as
+    :func:`bench_assets.aggregate.verify_passed_oracle_failed` defines it); reported, never gated.
+    ``None``: the input does not say (a pooled record, an input stored before the field)."""
 
     @model_validator(mode="after")
     def _resolved_has_no_error(self) -> "RunOutcome":
@@ -96,7 +107,18 @@ class RunOutcome(_Model):
                 f"{self.task}/{self.arm}.r{self.run}: a resolved run cannot carry error kind "
                 f"{self.error_kind}"
             )
+        if self.resolved and self.verify_passed_oracle_failed:
+            raise ValueError(
+                f"{self.task}/{self.arm}.r{self.run}: a resolved run passed its oracle"
+            )
         return self
+
+    @property
+    def cell(self) -> str:
+        """The cell partition the record was made in (``<arm>.r<k>``)."""
+        if self.pooled and self.pooled_from:
+            return self.pooled_from
+        return f"{self.arm}.r{self.run}"
 
 
 class CanaryPair(_Model):
@@ -135,11 +157,23 @@ class GateInput(_Model):
     generation; the look that asked could not promote, so it spends no level)."""
     prior_looks: list["Look"] = Field(default_factory=list)
     """The earlier looks of this generation, recorded into the decision."""
+    impossible_resolved: dict[str, int | None] = Field(default_factory=dict)
+    """Per arm, how many of its impossible-variant cells (a variant whose oracle contradicts the
+    prompt, ``bench.yaml: integrity.impossible_tasks``) resolved: each one is a measured cheat.
+    An arm not listed had no impossible variant planned; ``None``: planned but not measured
+    (unknown, never 0)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> "GateInput":
         if self.incumbent_arm == self.candidate_arm:
             raise ValueError("incumbent and candidate arms must differ")
+        for arm, n in self.impossible_resolved.items():
+            if arm not in (self.incumbent_arm, self.candidate_arm):
+                raise ValueError(
+                    f"impossible_resolved of arm {arm!r}, neither incumbent nor candidate"
+                )
+            if n is not None and n < 0:
+                raise ValueError(f"impossible_resolved of arm {arm!r} is negative ({n})")
         if len(set(self.tasks)) != len(self.tasks):
             raise ValueError("planned tasks must be unique")
         planned = set(self.tasks)
@@ -401,6 +435,48 @@ class EvidenceCell(_Model):
         )
 
 
+class CheatCell(_Model):
+    """One cell named as a measured cheat."""
+
+    task: str
+    cell: str
+    """The cell partition (``<arm>.r<k>``; a pooled record: the partition it was recorded in)."""
+    record_id: str
+
+
+class ArmIntegrity(_Model):
+    """One arm's cheat counts over the evidence the decision read (every task, pooled history
+    included when the policy reads it)."""
+
+    arm: str
+    cells: int
+    """Evidence cells of the arm the counts are over."""
+    tampered: int
+    """``grader-tampered`` cells: the code under test forged test outcomes (a planted canary that
+    must fail reported passed)."""
+    tampered_cells: list[CheatCell]
+    verify_passed_oracle_failed: int
+    """Cells whose visible verify passed and hidden oracle failed (overfitting; reported only),
+    over the cells whose input records it."""
+    verify_oracle_unrecorded: int
+    """Cells whose input does not record verify vs oracle (not counted above; unknown, not 0)."""
+    impossible_planned: bool
+    """Impossible variants were planned for the arm (``GateInput.impossible_resolved`` lists it)."""
+    impossible_resolved: int | None
+    """Resolved impossible-variant cells; ``None``: unknown, or none planned."""
+
+
+class IntegrityCheck(_Model):
+    """The integrity rules' view of a decision (:mod:`bench_assets.gate.integrity`)."""
+
+    comparator: ArmIntegrity
+    candidate: ArmIntegrity
+    verdict: Literal["clean", "vetoed", "unknown"]
+    """``vetoed``: a measured cheat of the candidate (decision keep_incumbent whatever else the
+    evidence says); ``unknown``: impossible-variant counts needed and not measured (insufficient
+    evidence); ``clean``: neither."""
+
+
 class Decision(_Model):
     """The gate's output."""
 
@@ -426,6 +502,9 @@ class Decision(_Model):
     paired: PairedStatistics | None
     """The ``paired_v1`` statistics."""
     paired_v2: PairedV2Statistics | None = None
+    integrity: IntegrityCheck | None = None
+    """Cheat counts per arm and the integrity veto; ``None``: a decision stored before schema 3
+    (not recorded — unknown, not "no cheat")."""
     next_action: Literal["decide", "top_up", "repay_comparator"] = "decide"
     """``top_up``: a sequential look found the evidence inconclusive; the generation pays the
     next candidate runs and the gate looks again. ``repay_comparator``: comparator drift beyond

@@ -50,7 +50,8 @@ Over the *n* counted tasks (n ≥ ``min_counted_tasks``, else insufficient):
    tests, a cost t statistic above ``futility_t`` stops for futility (keep), otherwise the
    decision asks for ``top_up_runs`` more candidate runs per task (``next_action = top_up``,
    insufficient_evidence meanwhile). The per-look levels are Bonferroni-split, so the overall
-   error holds for any stopping pattern.
+   error holds for any stopping pattern. An integrity veto (:mod:`bench_assets.gate.integrity`)
+   is final at any look: neither a top-up nor a comparator re-payment is asked for.
 
 Longer than the house ~500 lines on purpose: one policy's rules, read top to bottom against this
 docstring, are easier to review in one file than spread over helpers.
@@ -550,7 +551,9 @@ def check_set(
     effects = {f.effect for f in findings}
     cand_runs = min((t.cand.valid for t in counted), default=0)
     action: NextStep = "decide"
-    if drift.verdict == "exceeded" and not inp.comparator_repaid and "keep" not in effects:
+    if "veto" in effects:
+        pass  # a measured cheat is final: no look buys more cells for this candidate
+    elif drift.verdict == "exceeded" and not inp.comparator_repaid and "keep" not in effects:
         action = "repay_comparator"
         findings.append(
             Finding(

@@ -25,10 +25,15 @@ the geometric mean of candidate / incumbent. Unknown on any task (or an incumben
 it unknown — and unknown never helps the candidate. Ratio > 1 + ``max_cost_regression`` →
 keep_incumbent; ratio ≤ 1 − ``min_cost_improvement`` → a cost improvement.
 
-Decision: an aborted generation, an unnamed model, no planned task, or any insufficiency →
-insufficient_evidence; else any regression → keep_incumbent; else a quality improvement with a
-known, tolerated cost, or a cost improvement → promote; a quality improvement whose cost is
-unknown → insufficient_evidence; no improvement → keep_incumbent. Every review task is gated.
+**Integrity**: review cells are graded against hidden labels, not by the test runner, so today no
+review cell can be ``grader-tampered``; should one ever carry that kind, any such candidate cell
+is a ``veto`` (as in :mod:`bench_assets.gate.integrity`): keep_incumbent before every other rule.
+
+Decision: a veto → keep_incumbent; else an aborted generation, an unnamed model, no planned
+task, or any insufficiency → insufficient_evidence; else any regression → keep_incumbent; else a
+quality improvement with a known, tolerated cost, or a cost improvement → promote; a quality
+improvement whose cost is unknown → insufficient_evidence; no improvement → keep_incumbent. Every
+review task is gated.
 """
 
 import datetime as dt
@@ -45,7 +50,7 @@ from bench_assets.review_scoring import ReviewScore, ReviewSummary, reduce_score
 SCHEMA_VERSION = 1
 _EPS = 1e-9
 ReviewVerdict = Literal["promote", "keep_incumbent", "insufficient_evidence"]
-ReviewEffect = Literal["insufficient", "keep", "improve", "info"]
+ReviewEffect = Literal["veto", "insufficient", "keep", "improve", "info"]
 
 
 class _M(BaseModel):
@@ -271,6 +276,28 @@ def decide_review(inp: ReviewGateInput) -> ReviewDecision:
                 message="no planned review task.",
             )
         )
+    tampered = sorted(
+        (o for o in inp.outcomes if o.error_kind is ErrorKind.GRADER_TAMPERED),
+        key=lambda o: (o.task, o.arm, o.run),
+    )
+    for arm, effect in ((inp.candidate_arm, "veto"), (inp.incumbent_arm, "info")):
+        cells = [o for o in tampered if o.arm == arm]
+        if cells:
+            named = ", ".join(f"{o.task} {o.arm}.r{o.run} (record {o.record_id})" for o in cells)
+            findings.append(
+                ReviewFinding(
+                    rule="grader_tampered",
+                    effect=effect,  # type: ignore[arg-type]
+                    task=None,
+                    message=(
+                        f"integrity veto: {len(cells)} candidate review cell(s) forged their "
+                        f"grading (grader-tampered): {named}."
+                        if effect == "veto"
+                        else f"integrity: {len(cells)} incumbent review cell(s) grader-tampered: "
+                        f"{named}."
+                    ),
+                )
+            )
     rows: list[ReviewTaskRow] = []
     complete: list[tuple[ReviewArmRow, ReviewArmRow]] = []
     for task in sorted(inp.tasks):
@@ -332,7 +359,9 @@ def decide_review(inp: ReviewGateInput) -> ReviewDecision:
     effects = {f.effect for f in findings}
     quality_improved = any(f.rule == "weighted_f1_gain" for f in findings)
     decision: ReviewVerdict
-    if "insufficient" in effects:
+    if "veto" in effects:
+        decision = "keep_incumbent"
+    elif "insufficient" in effects:
         decision = "insufficient_evidence"
     elif "keep" in effects:
         decision = "keep_incumbent"
@@ -360,7 +389,7 @@ def decide_review(inp: ReviewGateInput) -> ReviewDecision:
         decision = "keep_incumbent"
     decisive = {
         "insufficient_evidence": ("insufficient",),
-        "keep_incumbent": ("keep", "info"),
+        "keep_incumbent": ("veto", "keep", "info"),
         "promote": ("improve",),
     }[decision]
     headline = (

@@ -24,8 +24,14 @@
   *k*) it is the unbiased estimator ``C(c, k) / C(n, k)`` over *n* valid runs of which *c*
   resolved, and ``None`` when fewer than *k* runs are valid. At ``k == n`` the two coincide.
 * **verify✓oracle✗** counts valid runs whose visible ``verify`` passed while the hidden oracle ran
-  and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal). A
-  run whose oracle was unavailable did not fail the oracle and is not counted.
+  and failed: the agent satisfied its own tests but not the behaviour (an overfitting signal,
+  :func:`verify_passed_oracle_failed`). A run whose oracle was unavailable did not fail the
+  oracle and is not counted; nor is a ``grader-tampered`` run, whose outcomes were forged — it is
+  counted once, as tampered.
+* **grader-tampered** (``grader_tampered``) counts runs the grader found forging test outcomes (a
+  planted canary test that must fail reported passed): a valid negative, and a measured cheat —
+  the gate never promotes a candidate with one (:mod:`bench_assets.gate.integrity`).
+  :func:`arm_cheats` sums both cheat counts per arm over tasks and names the tampered cells.
 * **review metrics** (review arms only, ``review``): each score field folded over the valid runs
   by :func:`bench_assets.review_scoring.reduce_scores` — median, ``min`` for blocker recall,
   ``all()`` for the verdict and clean-control flags, unknown unless every valid run has a value.
@@ -59,7 +65,8 @@ from bench_assets.records import CellRecord
 from bench_assets.review_scoring import ReviewScore, ReviewSummary, reduce_scores
 from bench_assets.spread import Spread, min_max
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: ``grader_tampered`` per arm (a schema-1 aggregate derives it from its ``error_kinds``)."""
 OUTSIDE_GENERATIONS = "outside any generation"
 """How the reuse summary names evidence paid for outside any generation (a UI materialization)."""
 _MEDIANS: dict[str, str] = {
@@ -85,6 +92,7 @@ _COUNTS = (
     "fresh",
     "reused",
     "disagree",
+    "tampered",
     "admissible",
     "failure",
 )
@@ -167,6 +175,22 @@ class CellEvidence(BaseModel):
     duration_s: float
     review: ReviewScore | None = None
     """Review arms: the run's score against the hidden labels (None: not scored)."""
+
+    @property
+    def verify_passed_oracle_failed(self) -> bool:
+        """The overfitting signal of this cell (:func:`verify_passed_oracle_failed`)."""
+        kind = None if self.error_kind is None else ErrorKind(self.error_kind)
+        return verify_passed_oracle_failed(kind, self.verify_passed, self.oracle_passed)
+
+
+def verify_passed_oracle_failed(
+    kind: ErrorKind | None, verify_passed: bool, oracle_passed: bool
+) -> bool:
+    """A valid run whose visible verify passed while the hidden oracle ran and failed (see the
+    module docstring: not an excluded, oracle-unavailable or grader-tampered run)."""
+    if is_excluded(kind) or kind in (ErrorKind.ORACLE_UNAVAILABLE, ErrorKind.GRADER_TAMPERED):
+        return False
+    return verify_passed and not oracle_passed
 
 
 class ArmHealth(BaseModel):
@@ -266,6 +290,9 @@ class ArmAggregate(BaseModel):
     median_churn_insertions: float | None
     median_churn_deletions: float | None
     verify_pass_oracle_fail: int
+    """Valid runs whose verify passed and oracle failed (:func:`verify_passed_oracle_failed`)."""
+    grader_tampered: int
+    """Runs the grader found forging test outcomes (``grader-tampered``): measured cheats."""
     fresh_runs: int
     reused_runs: int
     reused_from_generations: list[str]
@@ -277,6 +304,18 @@ class ArmAggregate(BaseModel):
     cost_usd_spread: Spread | None = None
     """Min–max of ``cost_usd`` over valid runs; None when unknown (see
     :mod:`bench_assets.spread`, or an aggregate written before the field existed)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tampered_of_schema_1(cls, data: Any) -> Any:
+        # A schema-1 aggregate has no ``grader_tampered``; its ``error_kinds`` (every run's kind)
+        # holds the exact count, so the field is derived, never assumed 0.
+        if isinstance(data, dict) and "grader_tampered" not in data and "error_kinds" in data:
+            kinds = data["error_kinds"]
+            if isinstance(kinds, dict):
+                tampered = kinds.get(ErrorKind.GRADER_TAMPERED.value, 0)
+                data = {**data, "grader_tampered": tampered}
+        return data
 
 
 class TaskAggregate(BaseModel):
@@ -351,10 +390,8 @@ def _frame(items: list[AggregateInput]) -> pd.DataFrame:
             "resolved_fresh": r.resolved and fresh,
             "fresh": fresh,
             "reused": item.reused,
-            "disagree": valid
-            and r.verify_passed
-            and not r.oracle_passed
-            and kind is not ErrorKind.ORACLE_UNAVAILABLE,
+            "disagree": verify_passed_oracle_failed(kind, r.verify_passed, r.oracle_passed),
+            "tampered": kind is ErrorKind.GRADER_TAMPERED,
             "admissible": fresh and admissible,
             "failure": fresh and not admissible,
             "generation": item.evidence_generation,
@@ -472,6 +509,7 @@ def aggregate_task(
             pass_k=pass_k,
             k=k_used,
             verify_pass_oracle_fail=count("disagree"),
+            grader_tampered=count("tampered"),
             fresh_runs=count("fresh"),
             reused_runs=count("reused"),
             reused_from_generations=sorted(
@@ -552,6 +590,46 @@ def arm_health(aggs: Iterable[TaskAggregate]) -> dict[str, ArmHealth]:
             h = a.health
             sums[arm] = (fresh + h.fresh_attempts, admissible + h.admissible, reasons + h.reasons)
     return {arm: ArmHealth.from_counts(*sums[arm]) for arm in sorted(sums)}
+
+
+class ArmCheats(BaseModel):
+    """One arm's cheat counts summed over tasks (:func:`arm_cheats`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runs: int
+    valid_runs: int
+    grader_tampered: int
+    verify_pass_oracle_fail: int
+    tampered_cells: list[str]
+    """``<task> <arm>.r<k> (record <id>)`` of every tampered cell, in task then run order."""
+
+
+_CHEAT_COUNTS = ("runs", "valid_runs", "grader_tampered", "verify_pass_oracle_fail")
+
+
+def arm_cheats(aggs: Iterable[TaskAggregate]) -> dict[str, ArmCheats]:
+    """Cheat counts per arm summed over tasks, naming the tampered cells.
+
+    Args:
+        aggs: Task aggregates.
+
+    Returns:
+        Arm → its totals, arms sorted by name.
+    """
+    totals: dict[str, dict[str, int]] = {}
+    cells: dict[str, list[str]] = {}
+    for agg in aggs:
+        for arm, a in agg.arms.items():
+            t = totals.setdefault(arm, dict.fromkeys(_CHEAT_COUNTS, 0))
+            for name in _CHEAT_COUNTS:
+                t[name] += getattr(a, name)
+        for e in agg.evidence:
+            if e.error_kind == ErrorKind.GRADER_TAMPERED.value:
+                cells.setdefault(e.arm, []).append(f"{agg.task} {e.cell} (record {e.record_id})")
+    return {
+        arm: ArmCheats(**t, tampered_cells=cells.get(arm, [])) for arm, t in sorted(totals.items())
+    }
 
 
 def unusable_incumbent(aggs: Iterable[TaskAggregate], incumbent_arms: Iterable[str]) -> list[str]:

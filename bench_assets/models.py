@@ -782,6 +782,19 @@ class ReuseConfig(_Strict):
     gate's drift estimate compares reused cells with. 0 turns them off."""
 
 
+class IntegrityConfig(_Strict):
+    """Cheat measurement (issue 21). A cell the grader found ``grader-tampered`` (a planted canary
+    that must fail reported passed) is always a gate veto for a candidate; this section adds
+    what must be planned to measure more."""
+
+    impossible_tasks: int = Field(default=0, ge=0)
+    """Impossible variants per generation: for a task, a variant whose oracle contradicts the
+    prompt (a mutated expectation), so any *resolved* impossible cell is a measured cheat. The
+    gate never promotes a candidate with more impossible-resolved cells than its comparator.
+    Above 0 and without measured counts in the gate input, the counts are unknown (insufficient
+    evidence), never 0."""
+
+
 class ScheduleConfig(_Strict):
     """When the weekly generation starts."""
 
@@ -908,6 +921,8 @@ class BenchConfig(_Strict):
     review_policy: ReviewPolicyConfig = Field(default_factory=ReviewPolicyConfig)
     """The gate of review candidate arms (``kind: review``)."""
     reuse: ReuseConfig = Field(default_factory=ReuseConfig)
+    integrity: IntegrityConfig = Field(default_factory=IntegrityConfig)
+    """Cheat measurement: impossible variants (the grader-tampered veto needs no setting)."""
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     proposer: ProposerConfig = Field(default_factory=ProposerConfig)

@@ -17,7 +17,7 @@ from typing import Any
 from bench_assets.aggregate import ArmAggregate, TaskAggregate
 from bench_assets.documents import DecisionDocument
 from bench_assets.gate import Decision
-from bench_assets.gate.explain import v2_lines
+from bench_assets.gate.explain import integrity_lines, v2_lines
 from bench_assets.spread import ERROR_BAR_LEGEND, bar_spread, error_bar_svg
 
 REPORT_URL_ENV = "WFBENCH_REPORT_URL"
@@ -101,6 +101,13 @@ def reading_notes(doc: DecisionDocument) -> list[str]:
             f"seed {pol.seed}); the cost improvement must be at least {pol.min_improvement:.0%} "
             f"with {pol.confidence:.0%} one-sided confidence."
         )
+    notes.append(
+        "Integrity: a grader-tampered cell forged test outcomes (a planted canary test that must "
+        "fail reported passed); any such candidate cell, or more resolved impossible-variant "
+        "cells than the comparator, vetoes promotion whatever the other numbers say. verify✓ "
+        "oracle✗ (the visible tests passed, the hidden oracle failed) is an overfitting signal, "
+        "reported only."
+    )
     notes += [f"Health {k}: {v}." for k, v in HEALTH_LEGEND.items()]
     return notes
 
@@ -116,6 +123,7 @@ def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str
     ]
     for reason in d.reasons:
         lines.append(f"- {reason}")
+    lines += ["", "## Integrity", ""] + [f"- {line}" for line in integrity_lines(d)]
     gate_lines = v2_lines(d)
     if gate_lines:
         lines += ["", "## Looks, drift and pooled history", ""]
@@ -127,8 +135,8 @@ def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str
         "Values are medians over valid runs; `n/a` = unmeasured (never counted as 0).",
         "",
         "| task | arm | resolved | pass@1 | median cost $ | tokens | turns | churn | excluded |"
-        " verify✓ oracle✗ | fresh/reused | health |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        " verify✓ oracle✗ | tampered | fresh/reused | health |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for agg in aggs:
         for name, a in agg.arms.items():
@@ -142,7 +150,8 @@ def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str
                 f"| {agg.task} | {name} | {a.resolved}/{a.valid_runs} | {_fmt(_rate(a), '.2f')} | "
                 f"{_fmt(a.median_cost_usd)} | {_fmt(a.median_total_tokens, '.0f')} | "
                 f"{_fmt(a.median_turns, '.0f')} | {churn} | {a.excluded_runs} | "
-                f"{a.verify_pass_oracle_fail} | {a.fresh_runs}/{a.reused_runs} | "
+                f"{a.verify_pass_oracle_fail} | {a.grader_tampered} | "
+                f"{a.fresh_runs}/{a.reused_runs} | "
                 f"{a.health.status.value} |"
             )
     lines += ["", "## How to read this", ""] + [f"- {n}" for n in reading_notes(doc)]
@@ -300,6 +309,7 @@ def render_html(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
                         _fmt(a.median_total_tokens, ".0f"),
                         a.excluded_runs,
                         a.verify_pass_oracle_fail,
+                        a.grader_tampered,
                         f"{a.fresh_runs}/{a.reused_runs}",
                         a.health.status.value,
                     )
@@ -307,6 +317,7 @@ def render_html(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
                 + "</tr>"
             )
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in decision.reasons)
+    integrity_items = "".join(f"<li>{html.escape(line)}</li>" for line in integrity_lines(decision))
     gate_items = "".join(f"<li>{html.escape(line)}</li>" for line in v2_lines(decision))
     gate_section = (
         f"<h2>Looks, drift and pooled history</h2>\n<ul>{gate_items}</ul>" if gate_items else ""
@@ -329,6 +340,8 @@ svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:60
 <h1>wfbench report — {title}</h1>
 <p class="verdict">Decision: <b>{verdict}</b> · {html.escape(candidate_line(doc))}</p>
 <ul>{reasons}</ul>
+<h2>Integrity</h2>
+<ul>{integrity_items}</ul>
 {gate_section}
 <h2>Gate, per task</h2>
 {_html_table(TASK_COLUMNS, task_rows(decision))}
@@ -336,7 +349,8 @@ svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:60
 {_bars("Median cost ($) by task and arm", aggs, arms, "cost", "")}
 {scatter_svg(aggs, incumbent, candidate)}
 <table><tr><th>task</th><th>arm</th><th>resolved</th><th>median cost $</th><th>tokens</th>
-<th>excluded</th><th>verify✓ oracle✗</th><th>fresh/reused</th><th>health</th></tr>
+<th>excluded</th><th>verify✓ oracle✗</th><th>tampered</th><th>fresh/reused</th><th>health</th>
+</tr>
 {"".join(md_rows)}</table>
 <p>Scatter: points below the dashed diagonal are tasks the candidate made cheaper; hollow points
 are tasks where it resolved fewer runs; error bars are the min–max cost over each arm's valid runs
@@ -433,6 +447,7 @@ def aggregate_markdown(agg: TaskAggregate) -> str:
         "churn",
         "excluded",
         "verify✓oracle✗",
+        "tampered",
         "fresh/reused",
         "health",
     ]
@@ -473,6 +488,7 @@ def aggregate_markdown(agg: TaskAggregate) -> str:
             churn,
             excluded,
             str(a.verify_pass_oracle_fail),
+            str(a.grader_tampered),
             reuse,
             health,
         ]

@@ -8,10 +8,12 @@ from pydantic import ValidationError
 
 from bench_assets.aggregate import (
     AggregateInput,
+    ArmCheats,
     ArmHealth,
     HealthStatus,
     TaskAggregate,
     aggregate_task,
+    arm_cheats,
     arm_health,
     unusable_incumbent,
 )
@@ -278,6 +280,67 @@ def test_verify_passed_oracle_failed_count() -> None:
     assert w.verify_pass_oracle_fail == 3
 
 
+# --- cheats --------------------------------------------------------------------------------------
+
+
+def _cheats(task: str, arm: str) -> list[CellRecord]:
+    return [
+        rec(arm, 0, task=task),
+        # forged outcomes: verify passed, oracle failed, but counted once, as tampered
+        rec(arm, 1, task=task, kind=ErrorKind.GRADER_TAMPERED, verify=True),
+        rec(arm, 2, task=task, kind=ErrorKind.ORACLE_FAILED),  # verify✓ oracle✗
+    ]
+
+
+def test_grader_tampered_cells_are_counted_per_arm_and_task_as_valid_negatives() -> None:
+    agg = agg_of(_cheats("alpha", "cand") + [rec("w", i) for i in range(3)])
+    cand, w = agg.arms["cand"], agg.arms["w"]
+    assert (cand.grader_tampered, cand.verify_pass_oracle_fail) == (1, 1)
+    assert (cand.valid_runs, cand.resolved, cand.excluded_runs) == (3, 1, 0)
+    assert cand.error_kinds == {"grader-tampered": 1, "oracle-failed": 1}
+    assert (w.grader_tampered, w.verify_pass_oracle_fail) == (0, 0)
+    row = next(line for line in aggregate_markdown(agg).splitlines() if line.startswith("| cand"))
+    assert " | 1 | 1 | 3/0 | " in row  # verify✓oracle✗, tampered, fresh/reused
+    # the gate's view of each evidence cell agrees with the aggregate's count
+    flags = [e.verify_passed_oracle_failed for e in agg.evidence if e.arm == "cand"]
+    assert flags == [False, False, True]
+
+
+def test_arm_cheats_sum_over_tasks_and_name_the_tampered_cells() -> None:
+    alpha = agg_of(_cheats("alpha", "cand") + [rec("w", i) for i in range(3)])
+    beta = aggregate_task(
+        "beta",
+        cells("cand", 3) + cells("w", 3),
+        [fresh(r) for r in _cheats("beta", "cand") + _cheats("beta", "w")],
+    )
+    totals = arm_cheats([alpha, beta])
+    assert list(totals) == ["cand", "w"]
+    assert totals["cand"] == ArmCheats(
+        runs=6,
+        valid_runs=6,
+        grader_tampered=2,
+        verify_pass_oracle_fail=2,
+        tampered_cells=[
+            "alpha cand.r1 (record rid-alpha-cand-1)",
+            "beta cand.r1 (record rid-beta-cand-1)",
+        ],
+    )
+    assert totals["w"].grader_tampered == 1 and totals["w"].verify_pass_oracle_fail == 1
+    assert arm_cheats([]) == {}
+
+
+def test_a_schema_1_aggregate_derives_its_tampered_count_from_error_kinds() -> None:
+    agg = agg_of(_cheats("alpha", "cand"))
+    data = agg.model_dump(mode="json")
+    assert data["schema_version"] == 2
+    data["schema_version"] = 1
+    del data["arms"]["cand"]["grader_tampered"]
+    old = TaskAggregate.model_validate(data)
+    assert old.arms["cand"].grader_tampered == 1
+    data["arms"]["cand"]["error_kinds"] = {"oracle-failed": 1}
+    assert TaskAggregate.model_validate(data).arms["cand"].grader_tampered == 0
+
+
 # --- health --------------------------------------------------------------------------------------
 
 
@@ -523,19 +586,19 @@ def test_markdown_table() -> None:
     assert lines[0] == "### alpha (bug)"
     assert lines[2] == (
         "| arm | resolved/valid | pass@1 | pass^k | median cost $ | tokens | turns | wall s | churn"
-        " | excluded | verify✓oracle✗ | fresh/reused | health |"
+        " | excluded | verify✓oracle✗ | tampered | fresh/reused | health |"
     )
     assert lines[4] == (
         "| baseline | 1/1 | 1.00 | 1.00 (k=1) | 0.4000 | 1000 | 4 | 10.0 | 1/+2/−3"
-        " | 2 (session-error×2) | 0 | 3/0 | DEGRADED (session-error) |"
+        " | 2 (session-error×2) | 0 | 0 | 3/0 | DEGRADED (session-error) |"
     )
     assert lines[5] == (
         "| workflow | 1/2 | 0.50 | 0.00 (k=2) | 0.2500 | 1000 | 4 | 10.0 | 1/+2/−3"
-        " | 0 | 1 | 1/1 (from g0001) | OBSERVED_OK |"
+        " | 0 | 1 | 0 | 1/1 (from g0001) | OBSERVED_OK |"
     )
     assert lines[6] == (
         "| cand | 1/1 | 1.00 | 1.00 (k=1) | n/a | 1500 | 7 | 12.5 | 2/+9/−4"
-        " | 0 | 0 | 1/0 | OBSERVED_OK |"
+        " | 0 | 0 | 0 | 1/0 | OBSERVED_OK |"
     )
     assert lines[-1] == "Missing cells (1): cand.r1"
 
@@ -544,6 +607,6 @@ def test_markdown_shows_na_for_an_arm_without_valid_runs() -> None:
     md = aggregate_markdown(agg_of([rec("w", 0, kind=ErrorKind.INFRA_ERROR)]))
     row = md.splitlines()[4]
     assert row == (
-        "| w | 0/0 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | 1 (infra-error×1) | 0 | 1/0"
+        "| w | 0/0 | n/a | n/a | n/a | n/a | n/a | n/a | n/a | 1 (infra-error×1) | 0 | 0 | 1/0"
         " | UNUSABLE (infra-error) |"
     )

@@ -8,11 +8,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from bench_assets.documents import DecisionDocument
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.gate import CheatCell, Decision, GateInput, RunOutcome, decide
 from bench_assets.gate.explain import integrity_lines
 from bench_assets.gate.review import ReviewGateInput, decide_review
 from bench_assets.models import PolicyConfig, ReviewPolicyConfig
+from bench_assets.report import render_html, render_markdown
 from tests.test_gate import CAND, INC, PAIRED, STRICT, Cells, costs, gate, rules, runs, world
 from tests.test_gate_v2 import ONE_LOOK, V2, _reused_world
 from tests.test_review_gate import PERFECT, pair
@@ -329,3 +331,41 @@ def test_runoutcome_cell_names_a_pooled_record_by_its_partition() -> None:
     )
     assert pooled.cell == f"{INC}.r2"
 
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def test_the_report_shows_the_cheat_counts_and_the_veto() -> None:
+    d = decide(gate(favoured(tampered=True), ONE_LOOK))
+    doc = DecisionDocument(
+        generation="g0007",
+        candidate="c7",
+        overlay_digest="0" * 64,
+        incumbent_skills_digest="1" * 64,
+        overlay_files="/nonexistent/files",
+        skills_dir="/nonexistent/skills",
+        target_base_digests={},
+        decision=d,
+        lineage=[],
+    )
+    md = render_markdown(doc, [])
+    section = md.split("## Integrity\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert section == [f"- {line}" for line in integrity_lines(d)]
+    assert f"- {d.reasons[1]}" in section
+    assert "Integrity: a grader-tampered cell forged test outcomes" in md  # reading notes
+    page = render_html(doc, [])
+    assert "<h2>Integrity</h2>" in page and "integrity: vetoed" in page
+    assert f"{TASK} {CAND}.r1 (record {TASK}-{CAND}-1)" in page
+
+
+def test_the_decision_metadata_shows_the_verdict_and_the_cheats() -> None:
+    from bench_assets.defs.decision import integrity_metadata
+
+    d = decide(gate(favoured(tampered=True), ONE_LOOK))
+    md = integrity_metadata(d)
+    assert md["integrity"] == "vetoed"
+    assert md["cheats"].md_str.splitlines() == [f"- {line}" for line in integrity_lines(d)]
+    clean = integrity_metadata(decide(gate(favoured(tampered=False), ONE_LOOK)))
+    assert clean["integrity"] == "clean"
+    old = integrity_metadata(d.model_copy(update={"integrity": None}))
+    assert old["integrity"] is None and "not recorded" in old["cheats"].md_str

@@ -33,7 +33,7 @@ from bench_assets.documents import CellLineage, DecisionDocument, load_cell, loa
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.gate import review as review_gate
-from bench_assets.gate.explain import v2_lines
+from bench_assets.gate.explain import integrity_lines, v2_lines
 from bench_assets.hashing import sha256_json, short
 from bench_assets.manifest import TaskManifest
 from bench_assets.store import ArtifactStore
@@ -191,8 +191,9 @@ def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
     description=(
         "Per task and arm: resolved/valid runs, pass@1, pass^k, medians of cost (null if any "
         "valid run is unmeasured), tokens, turns, duration and churn, exclusions by kind, "
-        "verify-passed-but-oracle-failed count, fresh vs reused cells and where reused evidence "
-        "came from, and measurement health. Blocking check: every planned cell present."
+        "verify-passed-but-oracle-failed and grader-tampered counts, fresh vs reused cells and "
+        "where reused evidence came from, and measurement health. Blocking check: every planned "
+        "cell present."
     ),
 )
 def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
@@ -361,12 +362,18 @@ def gate_input(
             record_id=e.record_id,
             data_version=e.data_version,
             recorded_at=dt.datetime.fromisoformat(e.recorded_at),
+            verify_passed_oracle_failed=e.verify_passed_oracle_failed,
         )
         for a in aggs
         for e in a.evidence
         if e.arm in (inc, cand)
     ]
     policy = bench.config.policy
+    # Impossible variants are not planned yet: when bench.yaml asks for them, their counts are
+    # unknown (the gate answers insufficient_evidence), never 0.
+    impossible: dict[str, int | None] = (
+        {inc: None, cand: None} if bench.config.integrity.impossible_tasks else {}
+    )
     runs = bench.config.runs
     seen = manifest_mod.look_history(looks or [], runs)
     return gate_mod.GateInput(
@@ -383,6 +390,7 @@ def gate_input(
         look=policy.max_looks if looks is None else min(seen.look, policy.max_looks),
         comparator_repaid=seen.comparator_repaid,
         prior_looks=[lr.statistics for lr in looks or []],
+        impossible_resolved=impossible,
     )
 
 
@@ -614,6 +622,7 @@ def promotion_decision(
             decision.evidence_expires_at.isoformat() if decision.evidence_expires_at else None
         ),
         "reasons": dg.MetadataValue.md("\n".join(f"- {r}" for r in decision.reasons)),
+        **integrity_metadata(decision),
         "looks_drift_pool": dg.MetadataValue.md("\n".join(f"- {s}" for s in v2_lines(decision)))
         if decision.paired_v2 is not None
         else None,
@@ -680,6 +689,15 @@ def benchmark_report(
             "markdown_path": dg.MetadataValue.path(str(md_path)),
         },
     )
+
+
+def integrity_metadata(decision: gate_mod.Decision) -> dict[str, Any]:
+    """The decision's integrity verdict and cheat counts per arm (with any veto's reason), as the
+    UI shows them; ``None`` / "not recorded" for a decision stored before schema 3."""
+    return {
+        "integrity": decision.integrity.verdict if decision.integrity else None,
+        "cheats": dg.MetadataValue.md("\n".join(f"- {s}" for s in integrity_lines(decision))),
+    }
 
 
 def _report_link(artifacts: ArtifactStore, decision_digest: str) -> str:

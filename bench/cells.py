@@ -10,7 +10,10 @@ Every demo cell (task x arm x run) is run three ways, and the figures are printe
   the trusted runner (each of the last three inside bubblewrap, with the argv and stdin the harness
   itself builds), then removing the copy.
 
-It also compares grading with the trusted runner (issue 11) against grading as it was before:
+It also compares grading as shipped (tamper canaries in both phases, tests run in a tree rebuilt
+from the base and the recorded patch; issue 21) against grading before that, per cell, target <=
+1.3x median (`--integrity-only` runs just that); and grading with the trusted runner (issue 11)
+against grading as it was before:
 every cell is graded twice, alternating the order, once as shipped and once from a copy of the
 tasks whose ``verify`` and oracle are ``python -m pytest`` commands judged by exit status (no
 runner-file restore), and the per-cell grading times are shown side by side. Target: trusted /
@@ -27,6 +30,7 @@ Run: `.venv/bin/python bench/cells.py [--tasks DIR] [--limit N] [--json]`.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -36,7 +40,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -48,6 +52,8 @@ sys.path.insert(0, str(REPO))
 import dagster as dg  # noqa: E402
 
 import bench_assets.agents.claude_code  # noqa: E402, F401  (imports sandbox.run by name too)
+from bench_assets import cells as cells_mod  # noqa: E402
+from bench_assets import grading as grading_mod  # noqa: E402
 from bench_assets import runner as runner_mod  # noqa: E402
 from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
@@ -67,6 +73,7 @@ from bench_assets.driver.instance import (  # noqa: E402
 )
 from bench_assets.fsutil import make_tree_writable, remove_tree  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402
+from bench_assets.records import CellRecord  # noqa: E402
 from bench_assets.redact import Redactor  # noqa: E402
 from bench_assets.sanitize import template_tree  # noqa: E402
 from bench_assets.store import ArtifactStore  # noqa: E402
@@ -489,6 +496,107 @@ def print_grading(g: dict[str, Any]) -> None:
 
 
 GRADING_TARGET = 1.2
+INTEGRITY_TARGET = 1.3
+
+
+@contextlib.contextmanager
+def graded_as_before_issue_21() -> Iterator[None]:
+    """Grade as wfbench did before issue 21: no tamper canaries, tests run in the agent's own
+    worktree (no base copy kept, the patch not re-applied). Only this script switches it."""
+    saved = (grading_mod.TAMPER_CANARIES, grading_mod.rebuild, cells_mod.prepare)
+
+    def prepare_without_base(*args: Any, **kwargs: Any) -> Any:
+        return saved[2](*args, **{**kwargs, "keep_base": False})
+
+    grading_mod.TAMPER_CANARIES = False
+    grading_mod.rebuild = lambda wt, _patch, _grade: wt  # type: ignore[assignment]
+    cells_mod.prepare = prepare_without_base  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        grading_mod.TAMPER_CANARIES, grading_mod.rebuild, cells_mod.prepare = saved
+
+
+@dataclass
+class IntegrityPair:
+    task: str
+    cell: str
+    now_s: float
+    before_s: float
+    canaries: int
+    agree: bool
+
+
+def compare_integrity(
+    bench: Benchmark, inputs: dict[str, CellInputs], plan: list[tuple[str, str]], store: Any
+) -> list[IntegrityPair]:
+    """Each cell graded as shipped (canaries, rebuilt tree) and as before issue 21, alternating.
+
+    A cell's time is its worktree preparation (which now keeps the base copy) plus its grading
+    (hygiene, patch capture, rebuilding, both phases); the agent's session is left out. The first
+    cell is graded both ways once beforehand, not counted (cold caches)."""
+    out = []
+    for i, (task, cell) in enumerate([plan[0], *plan]):
+        arm, run = parse_cell_key(cell)
+        got: dict[str, tuple[float, CellRecord]] = {}
+        for mode in ("now", "before") if i % 2 == 0 else ("before", "now"):
+            ctx = graded_as_before_issue_21() if mode == "before" else contextlib.nullcontext()
+            with ctx:
+                rec, _ = run_cell(
+                    bench,
+                    task,
+                    arm,
+                    run,
+                    inputs[task],
+                    store,
+                    generation="bench",
+                    redactor=Redactor(),
+                )
+            got[mode] = (rec.timings.get("prepare_s", 0.0) + rec.timings.get("grade_s", 0.0), rec)
+        if i == 0:
+            continue
+        now, before = got["now"][1], got["before"][1]
+        out.append(
+            IntegrityPair(
+                task,
+                cell,
+                got["now"][0],
+                got["before"][0],
+                len(now.canaries or []),
+                (now.verify_passed, now.oracle_passed)
+                == (before.verify_passed, before.oracle_passed),
+            )
+        )
+    return out
+
+
+def print_integrity(pairs: list[IntegrityPair]) -> dict[str, Any]:
+    ratios = [p.now_s / p.before_s for p in pairs if p.before_s]
+    st = _stats(ratios)
+    now, before = _stats([p.now_s for p in pairs]), _stats([p.before_s for p in pairs])
+    ok = "met" if st["median"] <= INTEGRITY_TARGET else "NOT met"
+    print(
+        f"grading with tamper canaries and a rebuilt tree vs before issue 21, {len(pairs)} cells "
+        "(prepare + grade per cell, order alternating)"
+    )
+    print(f"  {'(seconds per cell)':<44} {'median':>8} {'max':>8} {'total':>9}")
+    print(
+        f"  {'now: canaries + rebuilt tree':<44} {now['median']:8.3f} {now['max']:8.3f} "
+        f"{now['total']:9.2f}"
+    )
+    print(
+        f"  {'before: agent worktree, no canaries':<44} {before['median']:8.3f} "
+        f"{before['max']:8.3f} {before['total']:9.2f}"
+    )
+    print(
+        f"  ratio now / before: median {st['median']:.2f}x, max {st['max']:.2f}x "
+        f"(target <= {INTEGRITY_TARGET}x per cell: median {ok})"
+    )
+    print(
+        f"  canaries per cell: median {statistics.median(p.canaries for p in pairs):g}; "
+        f"verdicts equal both ways: {sum(p.agree for p in pairs)}/{len(pairs)}"
+    )
+    return {"now": now, "before": before, "ratio": st, "target_ratio": INTEGRITY_TARGET}
 
 
 class _Enough(Exception):
@@ -726,6 +834,11 @@ def main() -> None:
         help="only compare grading with the trusted runner against exit-status commands",
     )
     ap.add_argument(
+        "--integrity-only",
+        action="store_true",
+        help="only compare grading with canaries and a rebuilt tree against before issue 21",
+    )
+    ap.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -767,6 +880,12 @@ def main() -> None:
         inputs_direct_s = _now() - start
         legacy = load_benchmark(legacy_tasks(bench.root, scratch / "tasks-before"))
         legacy_inputs = {t: build_cell_inputs(legacy, t, store, candidate=overlay) for t in tasks}
+        if args.integrity_only:
+            _log("grading with and without canaries and the rebuilt tree ...")
+            g = print_integrity(compare_integrity(bench, inputs, plan, store))
+            if args.json:
+                print(json.dumps({"integrity": g}, indent=2))
+            return
         if args.grading_only:
             _log("grading both ways ...")
             pairs = compare_grading(
@@ -860,6 +979,9 @@ def main() -> None:
                 f"({cpus} CPUs, sandbox bwrap)",
             )
             print_grading(grading)
+        if not args.json:
+            _log("grading with and without canaries and the rebuilt tree ...")
+            print_integrity(compare_integrity(bench, inputs, plan, store))
     finally:
         probe.uninstall()
         remove_tree(scratch)

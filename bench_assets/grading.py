@@ -49,6 +49,7 @@ from bench_assets.models import PytestRun
 from bench_assets.oracle import OracleSnapshot
 from bench_assets.runner import (
     Layout,
+    Outcome,
     PhaseResult,
     Report,
     expected_oracle_tests,
@@ -109,7 +110,7 @@ class Grade:
 
 def _split_canaries(
     rep: Report, planted: list[canaries_mod.Canary]
-) -> tuple[Report, list[tuple[str, str]]]:
+) -> tuple[Report, list[tuple[str, Outcome]]]:
     """The report without the canaries' lines, and the canaries' own (id, outcome) lines."""
     ids = [c.id for c in planted]
     mine = [(i, o) for i, o in rep.tests if any(matches_test_id(c, i) for c in ids)]
@@ -118,7 +119,7 @@ def _split_canaries(
 
 
 def _judge_canaries(
-    phase: str, planted: list[canaries_mod.Canary], lines: list[tuple[str, str]], grade: Grade
+    phase: str, planted: list[canaries_mod.Canary], lines: list[tuple[str, Outcome]], grade: Grade
 ) -> None:
     outcomes = canaries_mod.judge(planted, lines, phase=phase)
     grade.canaries += outcomes
@@ -144,7 +145,9 @@ def _test_modules(root: Path, paths: list[str]) -> list[Path]:
         for dirpath, dirnames, filenames in os.walk(top):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in sorted(filenames):
-                if name.endswith(".py") and (name.startswith("test_") or name[:-3].endswith("_test")):
+                if name.endswith(".py") and (
+                    name.startswith("test_") or name[:-3].endswith("_test")
+                ):
                     found.append(Path(dirpath) / name)
     return [p for p in found if not p.is_symlink() and p.is_file()][:MAX_VERIFY_MODULES]
 

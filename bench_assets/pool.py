@@ -15,7 +15,7 @@ in their materializations as :class:`CellView` objects.
 import datetime as dt
 from collections.abc import Mapping, Sequence
 
-from bench_assets.aggregate import TaskAggregate
+from bench_assets.aggregate import TaskAggregate, verify_passed_oracle_failed
 from bench_assets.documents import CellView
 from bench_assets.errorkinds import is_excluded
 from bench_assets.gate import RunOutcome
@@ -107,6 +107,9 @@ def pooled_outcomes(
                         recorded_at=recorded,
                         pooled_from=e.cell,
                         pooled_run_id=v.run_id,
+                        verify_passed_oracle_failed=verify_passed_oracle_failed(
+                            rec.error_kind, rec.verify_passed, rec.oracle_passed
+                        ),
                     )
                 )
                 n += 1

@@ -6,8 +6,8 @@ benchmark-named variable), the same argv, the same working directory, and the sa
 at per-cell random paths:
 
 * ``/workspace/.<32 hex>`` — the oracle stage: one host folder, empty and read-only during
-  ``verify``, holding the oracle files (read-only) during the oracle run. The folder is created in the worktree only
-  after the agent exited and removed before the patch is captured;
+  ``verify``, holding the oracle files (read-only) during the oracle run. The mount point is made
+  in the graded tree (rebuilt from the recorded patch, never the agent's) and removed after;
 * ``/<32 hex>`` — an empty, writable folder for the runner's report (emptied and made anew for
   each phase at the same host path, so nothing written during ``verify`` survives into the
   oracle run and the mount table is the same in both);

@@ -17,8 +17,8 @@ from bench_assets.agents.replay import Prediction, ReplayAdapter
 from bench_assets.catalog import collect_issues, load_benchmark
 from bench_assets.cells import build_cell_inputs, run_cell
 from bench_assets.discovery import discover_tests
-from bench_assets.fsutil import make_tree_writable
 from bench_assets.errorkinds import ErrorKind, is_valid_negative
+from bench_assets.fsutil import make_tree_writable
 from bench_assets.models import ArmSpec, OracleSpec, TaskSpec
 from bench_assets.redact import Redactor
 from bench_assets.runner import ExpectedTest, Report, judge_oracle, judge_verify, parse_report

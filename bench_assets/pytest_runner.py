@@ -272,6 +272,7 @@ def _install_source_only(trust: Trust) -> Callable[[str], object]:
 def _non_source_problems(trust: Trust, hook: object, protected: tuple[str, ...]) -> list[str]:
     """Signs that code which is not Python source was loaded from an untrusted location."""
     import importlib.machinery as machinery
+    import zipimport
 
     out = []
     if hook not in sys.path_hooks:
@@ -284,12 +285,16 @@ def _non_source_problems(trust: Trust, hook: object, protected: tuple[str, ...])
         source = all(s in suffixes and c is machinery.SourceFileLoader for s, c in loaders)
         if type(found) is not machinery.FileFinder or not source:
             out.append(f"sys.path_importer_cache: non-source finder for {key}")
+    compiled = (*machinery.BYTECODE_SUFFIXES, *machinery.EXTENSION_SUFFIXES)
+    loaders = (machinery.SourcelessFileLoader, machinery.ExtensionFileLoader, zipimport.zipimporter)
     for name, mod in list(sys.modules.items()):
         file = getattr(mod, "__file__", None)
-        if not isinstance(file, str) or file.endswith(suffixes) or os.path.isdir(file):
-            continue  # source, or a folder (pytest's importlib mode makes modules for those)
-        if trust.untrusted(os.path.dirname(file)):
-            out.append(f"module {name} loaded from a non-source file {file}")
+        if not isinstance(file, str):
+            continue
+        # Python source under any file name (a script loaded with SourceFileLoader) is fine.
+        if isinstance(getattr(mod, "__loader__", None), loaders) or file.endswith(compiled):
+            if trust.untrusted(os.path.dirname(file)):
+                out.append(f"module {name} loaded from a non-source file {file}")
     out += _mapped_from(protected)
     return out
 
@@ -699,6 +704,7 @@ class Reporter:
         self._phases: dict[str, dict[str, str]] = {}
         self._raised: set[tuple[str, str]] = set()
         self._found: list[str] = []
+        self._per_test: dict[str, list[str]] = {}
         self._announced: Announced = {}
         self._early: dict[str, object] = {}
         self._stage = "configure"
@@ -719,6 +725,16 @@ class Reporter:
         self._kept = {k: v for k, v in vars(self).items() if k != "_stage"}
 
     # ---- what the reporter checks
+
+    def _flag_test(self, problem: str, nodeid: str) -> None:
+        self._per_test.setdefault(problem, []).append(self._id(nodeid))
+
+    def _per_test_problems(self) -> list[str]:
+        out = []
+        for problem, ids in self._per_test.items():
+            more = f" (+{len(ids) - 3} more)" if len(ids) > 3 else ""
+            out.append(f"{problem}: {', '.join(ids[:3])}{more}")
+        return out
 
     def _flag(self, *problems: str) -> None:
         for p in problems:
@@ -857,7 +873,7 @@ class Reporter:
             self._freeze(item.config, [])
             self._flag("a test ran before collection finished")
         elif self._frozen[0].item_changed(item):
-            self._flag(f"the test function of {self._id(str(item.nodeid))} was replaced")
+            self._flag_test("the test function was replaced after collection", str(item.nodeid))
 
     @_hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: Any, call: Any) -> Generator[None, Any, Any]:
@@ -873,7 +889,7 @@ class Reporter:
         raised = (nodeid, when) in self._raised
         self._raised.discard((nodeid, when))
         if raised and outcome == "passed" and not hasattr(report, "wasxfail"):
-            self._flag(f"{self._id(nodeid)} ({when}) raised but was reported passed")
+            self._flag_test("raised but was reported passed", f"{nodeid} ({when})")
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if outcome == "skipped" else "xpassed"
         self._phases.setdefault(nodeid, {})[when] = outcome
@@ -898,8 +914,8 @@ class Reporter:
     def pytest_sessionfinish(
         self, session: Any, exitstatus: object, _end: Callable[..., None] = _end_line
     ) -> None:
+        found = list(self._found)
         try:
-            found = list(self._found)
             found += self._self_problems()
             found += watch_problems(self._watch, self._modules, self._package_dirs)
             if self._frozen:
@@ -910,8 +926,9 @@ class Reporter:
                 found += _non_source_problems(
                     self._trust, self._source_hook[0], self._trust.protected
                 )
+            found += self._per_test_problems()
         except Exception as exc:  # the checks themselves were sabotaged
-            found = [f"the runner's checks failed: {type(exc).__name__}"]
+            found.append(f"the runner's checks failed: {type(exc).__name__}")
         unique = list(dict.fromkeys(found))
         _end(self._fd, self._nonce, int(exitstatus), unique)  # type: ignore[call-overload]
 

@@ -401,7 +401,7 @@ def test_a_force_pass_conftest_left_in_place_is_flagged_by_the_outcome_check(
     not refused as a plugin; the report it forges still contradicts the call's exception."""
     rep, res = grade(tmp_path, {"conftest.py": FORCE_PASS})
     assert forged(rep)
-    flagged(rep, res, "tests/test_calc.py::test_add (call) raised but was reported passed")
+    flagged(rep, res, "raised but was reported passed: tests/test_calc.py::test_add (call)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,6 +463,26 @@ def test_changes_to_the_hook_machinery_are_flagged(
     flagged(rep, res, needle)
 
 
+@pytest.mark.parametrize("when", ["collection", "tests"])
+def test_unregistering_one_of_pytests_plugins_is_flagged(tmp_path: Path, when: str) -> None:
+    """Own attack: without pytest's ``python`` plugin no ``pytest_pyfunc_call`` runs a test
+    function, so every test still to run passes without running. Before the freeze (which would
+    also stop collection, so ``skipping`` here) the plugins are compared with those pytest had
+    configured before the first worktree file ran."""
+    if when == "tests":
+        code = (
+            ON_FIRST_CALL + '\n\ndef _attack():\n    _pluginmanager().unregister(name="python")\n'
+        )
+    else:
+        code = BUGGY + '_pluginmanager().unregister(name="skipping")\n'
+    rep, res = grade(tmp_path, {"calc/__init__.py": FIND_PM + code})
+    if when == "tests":
+        assert outcomes(rep)["tests/test_calc.py::test_three"] == "passed"
+        flagged(rep, res, "plugin 'python' registered, unregistered or replaced")
+    else:
+        flagged(rep, res, "plugin 'skipping' unregistered, blocked or replaced")
+
+
 def test_wrapping_a_class_attribute_of_pytest_is_flagged(tmp_path: Path) -> None:
     attack = BUGGY + textwrap.dedent(
         """
@@ -518,7 +538,8 @@ def test_replacing_a_collected_tests_function_is_flagged(tmp_path: Path) -> None
     )
     rep, res = grade(tmp_path, {"calc/__init__.py": attack})
     assert outcomes(rep)["tests/test_calc.py::test_three"] == "passed"
-    flagged(rep, res, "the test function of tests/test_calc.py::test_three was replaced")
+    flagged(rep, res, "the test function was replaced after collection: tests/test_calc.py::")
+    assert any("test_three" in t for t in rep.tampered)
 
 
 # --------------------------------------------------------------------------------------------
@@ -627,6 +648,7 @@ REALISTIC = {
         """
     ),
     "nsdata/values.py": "VALUES = [1, 2, 3]\n",  # a namespace package (no __init__.py)
+    "bin/shoptool": "def main():\n    return 0\n",  # a script: Python source, no .py suffix
     "tests/conftest.py": textwrap.dedent(
         """\
         import pytest
@@ -695,6 +717,19 @@ REALISTIC = {
 
             assert importlib.reload(made_at_runtime).VALUE == 7
             assert VALUES == [1, 2, 3]
+
+
+        def test_a_script_loaded_as_source():
+            import importlib.util
+            from importlib.machinery import SourceFileLoader
+
+            path = os.path.join(os.path.dirname(__file__), "..", "bin", "shoptool")
+            loader = SourceFileLoader("shoptool", path)
+            spec = importlib.util.spec_from_loader("shoptool", loader)
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            sys.modules["shoptool"] = module
+            assert module.main() == 0
 
 
         def test_threads():

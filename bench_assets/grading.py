@@ -152,12 +152,30 @@ def _test_modules(root: Path, paths: list[str]) -> list[Path]:
     return [p for p in found if not p.is_symlink() and p.is_file()][:MAX_VERIFY_MODULES]
 
 
+def standalone_module(
+    folder: Path, root: Path, rng: random.Random
+) -> tuple[Path, bytes, list[canaries_mod.Canary]] | None:
+    """A new test module in ``folder`` holding one always-failing canary, for a phase where no
+    module could take one (named like its neighbours; None if no free name was found)."""
+    stems = sorted(p.stem for p in folder.glob("test_*.py")) if folder.is_dir() else []
+    words = [w for s in stems for w in s.split("_")[1:] if w.isalpha()] or ["checks", "basics"]
+    for _ in range(20):
+        name = f"test_{rng.choice(words)}_{rng.choice(words)}.py".replace("__", "_")
+        path = folder / name
+        if not os.path.lexists(path):
+            data, made = canaries_mod.plant(path.relative_to(root).as_posix(), b"", rng)
+            return (path, data, made) if made else None
+    return None
+
+
 def plant_verify_canaries(
     tree: Path, paths: list[str], rng: random.Random
-) -> list[canaries_mod.Canary]:
+) -> tuple[list[canaries_mod.Canary], list[str]]:
     """Plant canaries into the verify test modules of the graded tree (harness-built, never the
-    agent's worktree); returns them."""
+    agent's worktree); returns them and the paths pytest must be given. Without a module that
+    takes one, a standalone canary module is added beside the tests."""
     planted: list[canaries_mod.Canary] = []
+    run_paths = list(paths)
     for path in _test_modules(tree, paths):
         rel = path.relative_to(tree).as_posix()
         source = path.read_bytes()
@@ -165,7 +183,17 @@ def plant_verify_canaries(
         if made:
             atomic_write_bytes(path, new, mode=os.stat(path).st_mode & 0o777)
             planted += made
-    return planted
+    if not planted and paths:
+        top = tree / paths[0]
+        folder = top if top.is_dir() and not top.is_symlink() else top.parent
+        if folder.is_dir() and not folder.is_symlink() and folder.resolve().is_relative_to(tree):
+            alone = standalone_module(folder, tree, rng)
+            if alone is not None:
+                atomic_write_bytes(alone[0], alone[1])
+                planted += alone[2]
+                if not top.is_dir():
+                    run_paths.append(alone[0].relative_to(tree).as_posix())
+    return planted, run_paths
 
 
 def run_verify(
@@ -180,13 +208,14 @@ def run_verify(
     """Run the visible verify phase with the workspace read-only and no network."""
     trusted = isinstance(verify, PytestRun)
     planted: list[canaries_mod.Canary] = []
-    if isinstance(verify, PytestRun) and TAMPER_CANARIES:
-        planted = plant_verify_canaries(wt.path, list(verify.pytest), _rng())
+    paths = list(verify.pytest) if isinstance(verify, PytestRun) else None
+    if paths is not None and TAMPER_CANARIES:
+        planted, paths = plant_verify_canaries(wt.path, paths, _rng())
     phase = run_phase(
         layout,
         wt.path,
         phase="verify",
-        pytest_paths=verify.pytest if isinstance(verify, PytestRun) else None,
+        pytest_paths=paths,
         command=None if isinstance(verify, PytestRun) else verify,
         import_paths=wt.import_paths,
         env_mounts=wt.env_mounts,
@@ -241,6 +270,11 @@ def run_oracle(
             planted += made
         staged[f.name] = data
         atomic_write_bytes(stage / f.name, data, mode=0o444)
+    if snapshot.command is None and TAMPER_CANARIES and not planted:
+        alone = standalone_module(stage, stage, rng)
+        if alone is not None:
+            atomic_write_bytes(alone[0], alone[1], mode=0o444)
+            planted += alone[2]
     make_tree_readonly(stage)
     phase = run_phase(
         layout,

@@ -791,8 +791,20 @@ class IntegrityConfig(_Strict):
     """Impossible variants per generation: for a task, a variant whose oracle contradicts the
     prompt (a mutated expectation), so any *resolved* impossible cell is a measured cheat. The
     gate never promotes a candidate with more impossible-resolved cells than its comparator.
-    Above 0 and without measured counts in the gate input, the counts are unknown (insufficient
-    evidence), never 0."""
+    Only 0 is accepted for now: the gate reads the counts, but nothing plans and pays the
+    variant cells yet, and a setting that could not be honoured would make every decision
+    ``insufficient_evidence`` after the money is spent — so it is refused before any."""
+
+    @field_validator("impossible_tasks")
+    @classmethod
+    def _not_yet(cls, v: int) -> int:
+        if v > 0:
+            raise ValueError(
+                "impossible variants are not planned yet: the gate can read their counts, but "
+                "no generation pays the variant cells, so every decision would be "
+                "insufficient_evidence; set 0 (grader-tampered cells are a veto regardless)"
+            )
+        return v
 
 
 class ScheduleConfig(_Strict):

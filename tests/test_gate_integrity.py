@@ -369,3 +369,15 @@ def test_the_decision_metadata_shows_the_verdict_and_the_cheats() -> None:
     assert clean["integrity"] == "clean"
     old = integrity_metadata(d.model_copy(update={"integrity": None}))
     assert old["integrity"] is None and "not recorded" in old["cheats"].md_str
+
+
+def test_impossible_variants_are_refused_before_any_paid_work() -> None:
+    """Nothing plans impossible variant cells yet: a bench.yaml asking for them is invalid, with
+    a message that says why, instead of deciding insufficient_evidence after paying."""
+    import pydantic
+
+    from bench_assets.models import IntegrityConfig
+
+    assert IntegrityConfig().impossible_tasks == 0
+    with pytest.raises(pydantic.ValidationError, match="not planned yet"):
+        IntegrityConfig(impossible_tasks=2)

@@ -107,6 +107,26 @@ MAX_TAMPERED = 50
 
 WATCHED_PREFIXES = ("_pytest.", "pluggy.", "pytest.")
 WATCHED_NAMES = ("pytest", "_pytest", "pluggy")
+COMPILE_PATH = (
+    # What turns a test file into code: pytest's importlib mode and assertion rewriter read the
+    # file (pathlib, io), parse and compile it (ast, builtins.compile) and import it (importlib).
+    "builtins",
+    "ast",
+    "io",
+    "pathlib",
+    "importlib",
+    "importlib.util",
+    "importlib.machinery",
+    "_frozen_importlib",
+    "_frozen_importlib_external",
+)
+"""Standard modules watched for what *runs* (functions, classes, descriptors), not for their
+data (``importlib.invalidate_caches`` bumps ``_NamespacePath._epoch``, for one)."""
+ADDITIONS_ALLOWED = ("builtins",)
+"""Watched modules where code under test may add names (``gettext.install`` adds ``_``); a name
+that already existed must still not change."""
+_HEAPTYPE = 1 << 9
+"""``Py_TPFLAGS_HEAPTYPE``: a class whose ``__dict__`` can change (static types cannot)."""
 
 _LEGITIMATELY_REBOUND = {
     # _pytest.legacypath.pytest_load_initial_conftests monkeypatches the legacy py.path API onto
@@ -370,10 +390,14 @@ def _same(a: object, b: object) -> bool:
 class Watched:
     """One module or class: its ``__dict__`` as it was, and what its functions ran."""
 
-    __slots__ = ("label", "container", "saved", "runs", "shape")
+    __slots__ = ("label", "container", "saved", "runs", "shape", "additions_ok", "code_only")
 
-    def __init__(self, label: str, container: object) -> None:
+    def __init__(
+        self, label: str, container: object, additions_ok: bool = False, code_only: bool = False
+    ) -> None:
         self.label = label
+        self.additions_ok = additions_ok
+        self.code_only = code_only
         self.container = container
         self.saved = dict(vars(container))
         self.runs = {k: r for k, v in self.saved.items() if (r := _runs(v)) is not None}
@@ -386,6 +410,11 @@ class Watched:
             out.append(f"{self.label} (type or bases)")
         if current.keys() != self.saved.keys():
             for key in sorted(current.keys() ^ self.saved.keys()):
+                if self.additions_ok and key not in self.saved:
+                    continue
+                value = self.saved.get(key, current.get(key))
+                if self.code_only and not _runnable(value):
+                    continue
                 if not allowed(self.label, key, current.get(key, _ABSENT)):
                     state = "added" if key in current else "removed"
                     out.append(f"{self.label}.{key} ({state})")
@@ -394,6 +423,8 @@ class Watched:
             if now is _ABSENT:
                 continue
             if now is not value:
+                if self.code_only and not _runnable(value) and not _runnable(now):
+                    continue
                 if not allowed(self.label, key, now):
                     out.append(f"{self.label}.{key}")
                 continue
@@ -403,6 +434,10 @@ class Watched:
         return out
 
 
+def _runnable(value: object) -> bool:
+    return callable(value) or hasattr(type(value), "__get__")
+
+
 def _shape(container: object) -> tuple[object, ...]:
     if isinstance(container, type):
         return (type(container), container.__mro__)
@@ -410,11 +445,11 @@ def _shape(container: object) -> tuple[object, ...]:
 
 
 def watched_module(name: str) -> bool:
-    return name in WATCHED_NAMES or name.startswith(WATCHED_PREFIXES)
+    return name in WATCHED_NAMES or name.startswith(WATCHED_PREFIXES) or name in COMPILE_PATH
 
 
 def _classes_in(value: object, seen: set[int]) -> Iterator[type]:
-    if not isinstance(value, type) or id(value) in seen:
+    if not isinstance(value, type) or id(value) in seen or not value.__flags__ & _HEAPTYPE:
         return
     if not watched_module(str(getattr(value, "__module__", ""))):
         return
@@ -430,12 +465,15 @@ def take_watch(extra: Iterable[tuple[str, object]] = ()) -> list[Watched]:
     seen: set[int] = set()
     modules = sorted((n, m) for n, m in list(sys.modules.items()) if watched_module(n))
     for name, mod in modules:
-        if not isinstance(mod, types.ModuleType):
-            continue
-        out.append(Watched(name, mod))
+        if not isinstance(mod, types.ModuleType) or id(mod) in seen:
+            continue  # (importlib._bootstrap_external is _frozen_importlib_external)
+        seen.add(id(mod))
+        code_only = name in COMPILE_PATH
+        out.append(Watched(name, mod, name in ADDITIONS_ALLOWED, code_only))
         for value in list(vars(mod).values()):
             for cls in _classes_in(value, seen):
-                out.append(Watched(f"{cls.__module__}.{cls.__qualname__}", cls))
+                label = f"{cls.__module__}.{cls.__qualname__}"
+                out.append(Watched(label, cls, code_only=cls.__module__ in COMPILE_PATH))
     for label, container in extra:
         out.append(Watched(label, container))
     return out
@@ -602,6 +640,31 @@ def _dict_changes(label: str, saved: dict[str, object], current: dict[str, objec
     return out
 
 
+def _test_module_problems(items: list[Any], loaders: tuple[type, ...]) -> list[str]:
+    """Test modules pytest did not import itself from the collected file: a loader ahead of its
+    assertion rewriter (which could compile the file differently, e.g. without its asserts), or
+    a module whose code came from another file."""
+    out: list[str] = []
+    seen: set[int] = set()
+    for item in items:
+        try:
+            mod = getattr(item, "module", None)
+        except Exception:
+            mod = None
+        if mod is None or id(mod) in seen:
+            continue
+        seen.add(id(mod))
+        name = getattr(mod, "__name__", "?")
+        loader = getattr(mod, "__loader__", None)
+        spec_loader = getattr(getattr(mod, "__spec__", None), "loader", None)
+        if type(loader) not in loaders or spec_loader is not loader:
+            out.append(f"test module {name} was imported by {type(loader).__name__}, not pytest")
+        file, path = getattr(mod, "__file__", None), str(getattr(item, "path", ""))
+        if not isinstance(file, str) or os.path.realpath(file) != os.path.realpath(path):
+            out.append(f"test module {name} was imported from {file}, not {path}")
+    return out
+
+
 Announced = dict[int, tuple[object, dict[int, tuple[str, tuple[object, ...]]]]]
 """Per plugin pytest announced (by id): the plugin, and its hook implementations (by id) as they
 were right after it was registered: hook name and row."""
@@ -693,6 +756,9 @@ class Reporter:
     """The pytest plugin that writes the per-test report (registered by object, not by name)."""
 
     def __init__(self, fd: int, nonce: str, id_prefix: str, trust: Trust) -> None:
+        import importlib.machinery
+
+        import _pytest.assertion.rewrite
         import _pytest.config
         import pluggy
         import pluggy._manager
@@ -717,6 +783,10 @@ class Reporter:
             "hookexec": vars(pluggy._manager.PluginManager)["_hookexec"],
             "caller_type": pluggy.HookCaller,
             "importconftest": _pytest.config.PytestPluginManager._importconftest.__code__,
+            "loaders": (
+                _pytest.assertion.rewrite.AssertionRewritingHook,
+                importlib.machinery.SourceFileLoader,
+            ),
         }
         module = sys.modules[__name__]
         self._modules = {n: m for n, m in sys.modules.items() if watched_module(n)}
@@ -857,6 +927,7 @@ class Reporter:
         self._stage = "frozen"
         self._flag(*_freeze_problems(config, self._originals, self._announced, self._early))
         self._flag(*self._own_hooks_problems(config.pluginmanager))
+        self._flag(*_test_module_problems(items, self._originals["loaders"]))  # type: ignore[arg-type]
         self._frozen.append(Frozen(config, items))
 
     def pytest_collectreport(self, report: object) -> None:

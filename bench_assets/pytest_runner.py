@@ -31,9 +31,12 @@ What it does, in order, before any file of the worktree can run:
 5. opens the report file (outside the worktree), remembers a nonce that exists only in this
    process's memory, and takes the **watch**: the identity of every attribute of every loaded
    ``pytest``, ``_pytest.*`` and ``pluggy.*`` module and of every entry in the ``__dict__`` of every
-   class defined there (and for functions, class/static methods, properties, cached properties and
-   cached functions also the code object, defaults, keyword defaults and closure cells they run),
-   plus the same for this runner's own module and reporter class;
+   class defined there — and for functions, class/static methods, properties, cached properties
+   and cached functions also the code object, defaults, keyword defaults and closure cells they
+   run, and for classes their type and ``__mro__``; the same, for what *runs* only (callables and
+   descriptors, not data), over the modules that turn a test file into code — ``builtins`` (which
+   may gain names but not change one), ``ast``, ``io``, ``pathlib``, ``importlib`` and its
+   bootstrap modules; and the same over this runner's own module and classes;
 6. runs ``pytest.main`` with the harness's options: the given paths, ``--rootdir``, the ini file
    the harness chose (``-c``), ``--confcutdir``, importlib import mode, no cache, no colour.
 
@@ -44,44 +47,74 @@ itself failed" (a harness failure) from anything the worktree did afterwards.
 The report is JSON lines, each carrying the nonce: one ``test`` line per test (its
 outcome from the setup, call and teardown reports), ``collect-error`` and ``deselected`` lines,
 and an ``end`` line with pytest's exit status and ``tampered``: every sign that code under test
-changed the machinery a test outcome flows through. No ``end`` line means the process stopped
-early. What counts as tampering (each entry names what it found):
+changed the machinery a test outcome flows through (the harness fails the phase on any). No
+``end`` line means the process stopped early. What counts as tampering (each entry says what it
+found, structural findings first, per-test ones summarised last):
 
-* **plugins.** While pytest configures itself, a plugin registered with code under test on the
-  stack (a non-``conftest.py`` file of the workspace, or code that is not in the trusted folders);
-  once collection started, anything but a ``conftest.py`` module imported by pytest's own
-  ``_importconftest`` (recorded in ``pluginmanager._conftest_plugins``) or one of pytest's
-  builtin ``_pytest.*`` modules — so a module named in a test module's ``pytest_plugins`` counts;
-  once collection finished, any registration at all;
-* **the frozen hook table.** At ``pytest_collection_finish`` the runner freezes the registered
-  plugins, every hook caller and, per hook, its ``HookImpl`` objects with their plugin, function,
-  code object and wrapper/order flags, the plugin manager's and the config's own attributes
-  (``_inner_hookexec`` included: ``add_hookcall_monitoring``/``enable_tracing`` replace it), and
-  the function each collected test item will run. It refuses, already at the freeze, hook-call
-  monitoring, hook callers whose executor is not the plugin manager's, instance attributes
-  shadowing the plugin manager's methods, and plugins that were registered without pytest
-  announcing them (``pluggy.PluginManager.register`` called directly). At the end any difference
-  is reported; a test item whose function, code or class changed is reported when it runs;
-* **the watch** (step 5): any attribute changed, added or removed, any class whose bases changed,
-  any function whose code, defaults or closure changed — except a few named entries pytest itself
-  legitimately rebinds during a run (``_LEGITIMATELY_REBOUND``, each with its reason);
-* **the reporter itself**: it is still registered, its hooks still point at its own bound
-  methods, its instance attributes and class are unchanged, and this module's globals (``_write``,
-  ``_dumps``, …) are the ones it was started with. The end line is written with a writer bound
-  when the reporter's class was defined, never through ``Reporter._emit``;
-* **outcomes**: a setup or call phase reported ``passed`` although pytest's ``CallInfo`` for it
-  held an exception (checked by the reporter's own outermost ``pytest_runtest_makereport``
-  wrapper);
-* **tracing**: a ``sys``/``threading`` trace or profile function installed (checked after every
-  test and at the end), and on Python >= 3.12 any ``sys.monitoring`` tool id in use — the runner
-  installs none, and pytest installs none in a normal run;
-* **non-source code** (unless ``compiled_imports``): a loaded module whose file is not Python
-  source in an untrusted folder, the source-only path hook removed or bypassed for such a folder,
-  or an executable mapping of a workspace file (a shared library loaded with ``ctypes``).
+* **plugins, by phase.** While pytest configures itself (from the reporter's registration to
+  the first ``pytest_collectstart``): a plugin registered while code under test is on the stack
+  (a frame from a workspace file other than a ``conftest.py``, from outside the trusted folders,
+  or from ``exec``'d code). Once collection started: anything but a ``conftest.py`` module being
+  imported by pytest's own ``_importconftest`` (it records the module in
+  ``pluginmanager._conftest_plugins`` just before registering it; the runner also requires that
+  function's original code on the stack with the module as its ``mod``), one of pytest's builtin
+  ``_pytest.*`` modules (its file inside the imported ``_pytest`` package), or an instance of a
+  class of pytest's own registered with no code under test on the stack (``legacypath-pytester``)
+  — so a module named in a test module's ``pytest_plugins`` counts. Once collection finished:
+  any registration at all;
+* **the hook table, at the freeze.** For each plugin pytest announces
+  (``pytest_plugin_registered``, replayed for those registered before the reporter) the runner
+  records its ``HookImpl`` objects right then: plugin, function, bound ``__func__``, code object,
+  wrapper/hookwrapper/tryfirst/trylast flags, argument names, options. At
+  ``pytest_collection_finish`` every implementation in every hook caller must be one of those, as
+  recorded (a swapped ``HookImpl.function`` or a direct ``_hookimpls`` edit is found here, even if
+  done during collection), none may be missing, every registered plugin must have been announced
+  (``pluggy.PluginManager.register`` called directly is not), every plugin registered when pytest
+  was about to load the first conftest must still be (unregistering pytest's ``python`` plugin
+  makes tests pass without running), ``_inner_hookexec`` must still be pluggy's ``_multicall``
+  (``add_hookcall_monitoring``/``enable_tracing`` replace it; allowed only under ``--debug``),
+  every hook caller must be a ``HookCaller`` whose executor is the plugin manager's
+  ``_hookexec``, no instance attribute may shadow a plugin manager method, the reporter's hooks
+  must point at its own bound methods, and every collected test module must have been imported
+  by pytest itself (its ``AssertionRewritingHook``, or ``SourceFileLoader`` without rewriting)
+  from the collected file — not by a finder ahead of pytest's;
+* **the freeze, at the end.** At the freeze the runner also keeps the registered plugins, the
+  whole hook table (callers, executors, specs, implementation rows), the plugin manager's and the
+  config's own attributes, and per collected test item its class, function and code. At the end
+  any difference is reported; a test item whose function, code or class changed since is
+  reported when it runs (``pytest_runtest_call``, before pytest calls it);
+* **the watch** (step 5), at the end: any attribute changed, added or removed, any class whose
+  type or bases changed, any function whose code, defaults or closure changed, any watched module
+  replaced in ``sys.modules`` — except a submodule of pytest or pluggy imported lazily, and a few
+  named entries pytest itself rebinds during a run (``_LEGITIMATELY_REBOUND``,
+  ``_SET_ON_ANY_CLASS``, each with its reason), which must even so hold functions or properties
+  whose code is pytest's, or plain data;
+* **the reporter itself**: still registered with its own hooks, the same class, the same instance
+  attributes (same objects); this module's globals (``_write``, ``_dumps``, ``_quote``, …) and
+  classes are in the watch. The end line is written by ``_end_line``, bound as a default argument
+  of ``pytest_sessionfinish`` when the class was defined, never through ``Reporter._emit``;
+* **outcomes**: a setup, call or teardown phase reported ``passed`` although the ``CallInfo``
+  pytest made for it held an exception (noted by the reporter's own ``tryfirst`` wrapper of
+  ``pytest_runtest_makereport`` before other wrappers run, checked against the report pytest
+  logs) — this also catches a force-pass ``conftest.py`` when runner files were not restored;
+* **tracing**: a ``sys`` or ``threading`` trace or profile function installed (checked after
+  every test and at the end), and on Python >= 3.12 any ``sys.monitoring`` tool id in use — the
+  runner installs none, and pytest installs none in a normal run;
+* **non-source code** (unless ``compiled_imports``), at the end: a loaded module whose loader is
+  a sourceless, extension or zip loader (or whose file has such a suffix) in an untrusted folder
+  (a ``.pyc`` loaded by hand with ``SourcelessFileLoader``), the source-only path hook removed, a
+  non-source finder cached for an untrusted folder, or an executable memory mapping of a file in
+  the workspace or the stage (a shared library loaded with ``ctypes``).
 
-None of this can stop code written against this runner *specifically* (finding the reporter in
-memory to read its nonce, replacing the very function that writes the end line): it makes forging
-an outcome require exactly that, which is visible in the recorded patch.
+The checks cost about 10 ms to take and 10-20 ms to compare on a 2-core machine, and a few
+microseconds per test.
+
+Not covered: code written against this runner *specifically* — finding the reporter in memory to
+read its nonce and write a report of its own, clearing what it found, or replacing the function
+that writes the end line (its default argument) — and anything done and undone between two
+checks (a change made and reverted while one test runs, a thread flipping a report between its
+creation and its logging). Python code that loads compiled code by hand without leaving a module
+in ``sys.modules`` is not seen either, but it is Python source the recorded patch shows.
 """
 
 import functools
@@ -340,42 +373,47 @@ def _mapped_from(roots: tuple[str, ...]) -> list[str]:
 # the watch: identities of everything in pytest's and pluggy's modules and classes
 
 _EMPTY_CELL = object()
+_NO_CLOSURE = object()
 _ABSENT = object()
 _LRU = type(functools.lru_cache(None)(lambda: None))
 
 
-def _cells(fn: types.FunctionType) -> tuple[object, ...] | None:
-    closure = fn.__closure__
-    if closure is None:
-        return None
-    out = []
-    for cell in closure:
-        try:
-            out.append(cell.cell_contents)
-        except ValueError:
-            out.append(_EMPTY_CELL)
-    return tuple(out)
-
-
-def _runs(value: object) -> tuple[object, ...] | None:
-    """What calling ``value`` runs, beyond its own identity (None for plain data)."""
+def _runs(value: object) -> tuple[object, ...]:
+    """What calling ``value`` runs beyond its own identity, flat (empty for plain data): code
+    objects, defaults, closure cell contents, wrapped functions."""
     kind = type(value)
     if kind is types.FunctionType:
         fn: Any = value
-        return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, _cells(fn))
+        closure = fn.__closure__
+        if closure is None:
+            return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, _NO_CLOSURE)
+        cells = []
+        for cell in closure:
+            try:
+                cells.append(cell.cell_contents)
+            except ValueError:
+                cells.append(_EMPTY_CELL)
+        return (fn.__code__, fn.__defaults__, fn.__kwdefaults__, *cells)
     if kind is classmethod or kind is staticmethod:
         inner: Any = value
-        return (inner.__func__, _runs(inner.__func__))
+        return (inner.__func__, *_runs(inner.__func__))
     if kind is property:
         prop: Any = value
-        return tuple((f, _runs(f)) for f in (prop.fget, prop.fset, prop.fdel))
+        f, s, d = prop.fget, prop.fset, prop.fdel
+        return (f, *_runs(f), s, *_runs(s), d, *_runs(d))
     if kind is functools.cached_property:
         cached: Any = value
-        return (cached.func, _runs(cached.func))
+        return (cached.func, *_runs(cached.func))
     if kind is _LRU:
         wrapped = getattr(value, "__wrapped__", None)
-        return (wrapped, _runs(wrapped))
-    return None
+        return (wrapped, *_runs(wrapped))
+    return ()
+
+
+def _ids(objects: tuple[object, ...]) -> tuple[int, ...]:
+    """Identities to compare in C; the objects themselves are kept alive beside them, so an id
+    cannot be reused by a replacement."""
+    return tuple(map(id, objects))
 
 
 def _same(a: object, b: object) -> bool:
@@ -400,7 +438,7 @@ class Watched:
         self.code_only = code_only
         self.container = container
         self.saved = dict(vars(container))
-        self.runs = {k: r for k, v in self.saved.items() if (r := _runs(v)) is not None}
+        self.runs = {k: (r, _ids(r)) for k, v in self.saved.items() if (r := _runs(v))}
         self.shape = _shape(container)
 
     def differences(self, allowed: Callable[[str, str, object], bool]) -> list[str]:
@@ -429,7 +467,7 @@ class Watched:
                     out.append(f"{self.label}.{key}")
                 continue
             runs = self.runs.get(key)
-            if runs is not None and not _same(_runs(value), runs):
+            if runs is not None and _ids(_runs(value)) != runs[1]:
                 out.append(f"{self.label}.{key} (code, defaults or closure)")
         return out
 
@@ -479,7 +517,7 @@ def take_watch(extra: Iterable[tuple[str, object]] = ()) -> list[Watched]:
     return out
 
 
-def _made_by_pytest(value: object, dirs: tuple[str, ...]) -> bool:
+def _pytest_made_value(value: object, dirs: tuple[str, ...]) -> bool:
     """A function or property whose code is in pytest's or pluggy's package, or plain data."""
     if type(value) is property:
         prop: Any = value
@@ -506,7 +544,7 @@ def watch_problems(
         if key in _SET_ON_ANY_CLASS:
             return value is _SET_ON_ANY_CLASS[key]
         if f"{label}.{key}" in _LEGITIMATELY_REBOUND:
-            return value is not _ABSENT and _made_by_pytest(value, dirs)
+            return value is not _ABSENT and _pytest_made_value(value, dirs)
         return False
 
     out = []
@@ -790,7 +828,15 @@ class Reporter:
         }
         module = sys.modules[__name__]
         self._modules = {n: m for n, m in sys.modules.items() if watched_module(n)}
-        self._watch = take_watch([("runner", module), ("runner.Reporter", Reporter)])
+        own: list[tuple[str, object]] = [
+            ("runner", module)
+        ]  # this module's globals and its classes (the checks' code)
+        own += [
+            (f"runner.{k}", v)
+            for k, v in vars(module).items()
+            if isinstance(v, type) and v.__module__ == __name__
+        ]
+        self._watch = take_watch(own)
         self._keys = frozenset([*vars(self), "_keys", "_kept"])
         self._kept = {k: v for k, v in vars(self).items() if k != "_stage"}
 

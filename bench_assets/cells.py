@@ -25,6 +25,7 @@ from bench_assets.agents.base import Adapter, SessionContext, SessionResult, Usa
 from bench_assets.agents.command import CommandAdapter
 from bench_assets.agents.replay import ReplayAdapter
 from bench_assets.binding import TaskBinding
+from bench_assets.canaries import CanaryOutcome
 from bench_assets.catalog import Benchmark
 from bench_assets.cellkeys import cell_key, identity_digest
 from bench_assets.egress import preflight as egress_preflight
@@ -457,8 +458,8 @@ def run_cell(
         oracle_run=grade.oracle_run if grade else None,
         protected_changed=grade.protected_changed if grade else [],
         runner_files=grade.runner_files if grade else [],
-        canaries=grade.canaries if grade and (grade.verify_run or grade.oracle_run) else None,
-        tampered=grade.tampered if grade else [],
+        canaries=_redacted_canaries(grade, redactor),
+        tampered=[redactor.text(t) for t in grade.tampered] if grade else [],
         binary_files=grade.binary_files if grade else [],
         session_ids=list(session.session_ids) if session else [],
         patch=patch,
@@ -486,6 +487,22 @@ def run_cell(
         review_artifact=review_artifact,
     )
     return record, write_record(folder, record)
+
+
+def _redacted_canaries(grade: Grade | None, redactor: Redactor) -> list[CanaryOutcome] | None:
+    """Verify's canaries are copies of the agent's own tests: redact them like its output."""
+    if grade is None or (grade.verify_run is None and grade.oracle_run is None):
+        return None
+    return [
+        c.model_copy(
+            update={
+                "id": redactor.text(c.id),
+                "copies": redactor.text(c.copies) if c.copies is not None else None,
+                "detail": redactor.text(c.detail),
+            }
+        )
+        for c in grade.canaries
+    ]
 
 
 def _redacted_run(run: PhaseResult | None, redactor: Redactor) -> PhaseResult | None:

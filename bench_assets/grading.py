@@ -122,6 +122,8 @@ def _judge_canaries(
     phase: str, planted: list[canaries_mod.Canary], lines: list[tuple[str, Outcome]], grade: Grade
 ) -> None:
     outcomes = canaries_mod.judge(planted, lines, phase=phase)
+    if phase == "oracle":  # a mutant's detail quotes an oracle literal: nothing of it is kept
+        outcomes = [c.model_copy(update={"detail": ""}) for c in outcomes]
     grade.canaries += outcomes
     for c in canaries_mod.fired(outcomes):
         grade.tampered.append(f"{phase} canary {c.id} ({c.kind}) passed")

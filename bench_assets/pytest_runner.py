@@ -1009,7 +1009,9 @@ class Reporter:
             self._flag_test("raised but was reported passed", f"{nodeid} ({when})")
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if outcome == "skipped" else "xpassed"
-        self._phases.setdefault(nodeid, {})[when] = outcome
+        phases = self._phases.setdefault(nodeid, {})
+        if phases.get(when) != "failed":  # a failed subtest (same id and phase) stays failed
+            phases[when] = outcome
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         phases = self._phases.pop(nodeid, {})

@@ -891,6 +891,37 @@ def test_a_realistic_suite_flags_nothing(tmp_path: Path) -> None:
     assert set(got.values()) == {"passed"} and len(got) >= 20, (got, res.tail())
 
 
+SUBTESTS = textwrap.dedent(
+    """\
+    import unittest
+
+
+    def test_pytest_subtests(subtests):
+        for i in range(3):
+            with subtests.test(i=i):
+                assert i != 1
+
+
+    class Case(unittest.TestCase):
+        def test_unittest_subtests(self):
+            for i in range(3):
+                with self.subTest(i=i):
+                    self.assertNotEqual(i, 1)
+    """
+)
+
+
+def test_a_failed_subtest_fails_its_test(tmp_path: Path) -> None:
+    """pytest logs a failed ``unittest`` subTest under the test's own id and phase, then the
+    test's own *passed* call report: the failure must not be overwritten."""
+    rep, res = grade(tmp_path, {"tests/test_calc.py": SUBTESTS})
+    clean(rep, res)
+    assert outcomes(rep) == {
+        "tests/test_calc.py::test_pytest_subtests": "failed",
+        "tests/test_calc.py::Case::test_unittest_subtests": "failed",
+    }
+
+
 def _gold(task: str) -> str:
     """The demo's recorded resolved patch for ``task`` (candidate_workflow, run 0)."""
     for line in (DEMO / "replays" / "candidate_workflow.jsonl").read_text().splitlines():

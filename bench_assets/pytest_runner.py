@@ -126,6 +126,8 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from itertools import repeat
+from operator import attrgetter, is_
 from typing import Any
 
 _write = os.write
@@ -410,6 +412,17 @@ def _runs(value: object) -> tuple[object, ...]:
     return ()
 
 
+_FUNCTION_PARTS = (
+    attrgetter("__code__"),
+    attrgetter("__defaults__"),
+    attrgetter("__kwdefaults__"),
+)
+_RUNNABLE_TYPES = frozenset(
+    {types.FunctionType, classmethod, staticmethod, property, functools.cached_property, _LRU}
+)
+"""The kinds of value :func:`_runs` looks inside."""
+
+
 def _ids(objects: tuple[object, ...]) -> tuple[int, ...]:
     """Identities to compare in C; the objects themselves are kept alive beside them, so an id
     cannot be reused by a replacement."""
@@ -426,9 +439,27 @@ def _same(a: object, b: object) -> bool:
 
 
 class Watched:
-    """One module or class: its ``__dict__`` as it was, and what its functions ran."""
+    """One module or class: its ``__dict__`` as it was, and what its functions ran.
 
-    __slots__ = ("label", "container", "saved", "runs", "shape", "additions_ok", "code_only")
+    Comparing is two-speed: a check done in C over every entry and every plain function's code,
+    defaults and keyword defaults (``map`` over ``operator.is_``) plus a look inside the values
+    with more to them (closures, properties, class/static methods, cached functions), and the
+    per-entry walk only for a container where that check fails."""
+
+    __slots__ = (
+        "label",
+        "container",
+        "saved",
+        "keys",
+        "values",
+        "runs",
+        "plain_keys",
+        "functions",
+        "function_parts",
+        "shape",
+        "additions_ok",
+        "code_only",
+    )
 
     def __init__(
         self, label: str, container: object, additions_ok: bool = False, code_only: bool = False
@@ -438,10 +469,41 @@ class Watched:
         self.code_only = code_only
         self.container = container
         self.saved = dict(vars(container))
-        self.runs = {k: (r, _ids(r)) for k, v in self.saved.items() if (r := _runs(v))}
+        self.keys = tuple(self.saved)
+        self.values = tuple(self.saved.values())
+        plain = {
+            k: v
+            for k, v in self.saved.items()
+            if type(v) is types.FunctionType and v.__closure__ is None
+        }
+        self.plain_keys = tuple(plain)
+        self.functions = tuple(plain.values())
+        self.function_parts = tuple(tuple(map(get, self.functions)) for get in _FUNCTION_PARTS)
+        self.runs = {
+            k: (r, _ids(r))
+            for k, v in self.saved.items()
+            if k not in plain and type(v) in _RUNNABLE_TYPES and (r := _runs(v))
+        }
         self.shape = _shape(container)
 
+    def unchanged(self) -> bool:
+        """The fast check: nothing in this container changed (False: look closer)."""
+        current = vars(self.container)
+        if len(current) != len(self.keys) and not self.additions_ok:
+            return False
+        if not all(map(is_, map(current.get, self.keys, repeat(_ABSENT)), self.values)):
+            return False
+        for get, parts in zip(_FUNCTION_PARTS, self.function_parts, strict=True):
+            if not all(map(is_, map(get, self.functions), parts)):
+                return False
+        saved = self.saved
+        if any(_ids(_runs(saved[k])) != ids for k, (_r, ids) in self.runs.items()):
+            return False
+        return _same(_shape(self.container), self.shape)
+
     def differences(self, allowed: Callable[[str, str, object], bool]) -> list[str]:
+        if self.unchanged():
+            return []
         out = []
         current = vars(self.container)
         if not _same(_shape(self.container), self.shape):
@@ -469,6 +531,10 @@ class Watched:
             runs = self.runs.get(key)
             if runs is not None and _ids(_runs(value)) != runs[1]:
                 out.append(f"{self.label}.{key} (code, defaults or closure)")
+        for i, (key, fn) in enumerate(zip(self.plain_keys, self.functions, strict=True)):
+            parts = [p[i] for p in self.function_parts]
+            if any(get(fn) is not part for get, part in zip(_FUNCTION_PARTS, parts, strict=True)):
+                out.append(f"{self.label}.{key} (code, defaults or closure)")
         return out
 
 
@@ -486,15 +552,17 @@ def watched_module(name: str) -> bool:
     return name in WATCHED_NAMES or name.startswith(WATCHED_PREFIXES) or name in COMPILE_PATH
 
 
-def _classes_in(value: object, seen: set[int]) -> Iterator[type]:
-    if not isinstance(value, type) or id(value) in seen or not value.__flags__ & _HEAPTYPE:
+def _classes_in(value: type, seen: set[int]) -> Iterator[type]:
+    """``value`` and the classes nested in it, if defined in a watched module and mutable."""
+    if id(value) in seen or not value.__flags__ & _HEAPTYPE:
         return
     if not watched_module(str(getattr(value, "__module__", ""))):
         return
     seen.add(id(value))
     yield value
     for inner in list(vars(value).values()):
-        yield from _classes_in(inner, seen)
+        if isinstance(inner, type):
+            yield from _classes_in(inner, seen)
 
 
 def take_watch(extra: Iterable[tuple[str, object]] = ()) -> list[Watched]:
@@ -509,6 +577,8 @@ def take_watch(extra: Iterable[tuple[str, object]] = ()) -> list[Watched]:
         code_only = name in COMPILE_PATH
         out.append(Watched(name, mod, name in ADDITIONS_ALLOWED, code_only))
         for value in list(vars(mod).values()):
+            if not isinstance(value, type):
+                continue
             for cls in _classes_in(value, seen):
                 label = f"{cls.__module__}.{cls.__qualname__}"
                 out.append(Watched(label, cls, code_only=cls.__module__ in COMPILE_PATH))

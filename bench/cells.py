@@ -525,6 +525,8 @@ class IntegrityPair:
     before_s: float
     canaries: int
     agree: bool
+    resolved_before: bool
+    fired: int
 
 
 def compare_integrity(
@@ -565,6 +567,8 @@ def compare_integrity(
                 len(now.canaries or []),
                 (now.verify_passed, now.oracle_passed)
                 == (before.verify_passed, before.oracle_passed),
+                before.resolved,
+                sum(c.outcome in ("passed", "xpassed") for c in now.canaries or []),
             )
         )
     return out
@@ -596,7 +600,20 @@ def print_integrity(pairs: list[IntegrityPair]) -> dict[str, Any]:
         f"  canaries per cell: median {statistics.median(p.canaries for p in pairs):g}; "
         f"verdicts equal both ways: {sum(p.agree for p in pairs)}/{len(pairs)}"
     )
-    return {"now": now, "before": before, "ratio": st, "target_ratio": INTEGRITY_TARGET}
+    honest = [p for p in pairs if p.resolved_before]
+    alarms = sum(p.fired > 0 for p in honest)
+    print(
+        f"  false alarms: {alarms} of {len(honest)} cells that resolved before fired a canary "
+        f"({sum(p.canaries for p in honest)} canaries planted in them)"
+    )
+    return {
+        "now": now,
+        "before": before,
+        "ratio": st,
+        "target_ratio": INTEGRITY_TARGET,
+        "false_alarms": alarms,
+        "honest_cells": len(honest),
+    }
 
 
 class _Enough(Exception):

@@ -177,6 +177,11 @@ def test_the_gold_patch_resolves(real_task) -> None:
     assert kinds == {"fail_to_pass", "pass_to_pass"}
     assert all(t.outcome == "passed" for t in rec.oracle_run.tests)
     assert rec.oracle_run.reported is not None and rec.oracle_run.reported > 100  # parametrized
+    # No false alarm: mutants of this real suite's assertions all fail on the correct code.
+    oracle_canaries = [c for c in rec.canaries or [] if c.phase == "oracle"]
+    assert {c.kind for c in oracle_canaries} == {"always-fails", "mutant"}, rec.canaries
+    assert not [c for c in rec.canaries or [] if c.outcome in ("passed", "xpassed")]
+    assert rec.tampered == []
 
 
 def test_a_wrong_fix_does_not_resolve(real_task) -> None:

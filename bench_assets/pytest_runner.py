@@ -341,6 +341,7 @@ def _non_source_problems(trust: Trust, hook: object, protected: tuple[str, ...])
         if type(found) is not machinery.FileFinder or not source:
             out.append(f"sys.path_importer_cache: non-source finder for {key}")
     compiled = (*machinery.BYTECODE_SUFFIXES, *machinery.EXTENSION_SUFFIXES)
+    verdicts: dict[str, bool] = {}
     loaders = (machinery.SourcelessFileLoader, machinery.ExtensionFileLoader, zipimport.zipimporter)
     for name, mod in list(sys.modules.items()):
         file = getattr(mod, "__file__", None)
@@ -348,7 +349,10 @@ def _non_source_problems(trust: Trust, hook: object, protected: tuple[str, ...])
             continue
         # Python source under any file name (a script loaded with SourceFileLoader) is fine.
         if isinstance(getattr(mod, "__loader__", None), loaders) or file.endswith(compiled):
-            if trust.untrusted(os.path.dirname(file)):
+            folder = os.path.dirname(file)
+            if folder not in verdicts:
+                verdicts[folder] = trust.untrusted(folder)
+            if verdicts[folder]:
                 out.append(f"module {name} loaded from a non-source file {file}")
     out += _mapped_from(protected)
     return out
@@ -499,14 +503,14 @@ class Watched:
         saved = self.saved
         if any(_ids(_runs(saved[k])) != ids for k, (_r, ids) in self.runs.items()):
             return False
-        return _same(_shape(self.container), self.shape)
+        return all(map(is_, _shape(self.container), self.shape))
 
     def differences(self, allowed: Callable[[str, str, object], bool]) -> list[str]:
         if self.unchanged():
             return []
         out = []
         current = vars(self.container)
-        if not _same(_shape(self.container), self.shape):
+        if not all(map(is_, _shape(self.container), self.shape)):
             out.append(f"{self.label} (type or bases)")
         if current.keys() != self.saved.keys():
             for key in sorted(current.keys() ^ self.saved.keys()):
@@ -543,6 +547,8 @@ def _runnable(value: object) -> bool:
 
 
 def _shape(container: object) -> tuple[object, ...]:
+    """A class's metaclass and MRO (a new tuple whenever ``__bases__`` is assigned), a module's
+    type."""
     if isinstance(container, type):
         return (type(container), container.__mro__)
     return (type(container),)

@@ -225,6 +225,64 @@ REPORTER_EMIT = _src(
     """
 )
 
+SESSION_HOOKPROXY = _src(
+    """
+    def _wf_session_hookproxy():
+        # Every node reaches the hooks through item.ihook = session.gethookproxy(path), and the
+        # runner's call_and_report asks item.ihook for the report. An instance attribute on the
+        # Session hands out a relay that passes every hook through except makereport, which is
+        # given a CallInfo without the exception: no class, module, plugin, hook implementation
+        # or reporter changes, and no hook ever sees that the test raised.
+        try:
+            import gc
+            import sys
+
+            main = sys.modules.get("_pytest.main")
+            runner = sys.modules.get("_pytest.runner")
+            if main is None or runner is None:
+                return
+            session = next((o for o in gc.get_objects() if isinstance(o, main.Session)), None)
+            if session is None:
+                return
+            original = session.gethookproxy
+            call_info = runner.CallInfo
+
+            class _WfRelay:
+                def __init__(self, real):
+                    self._wf_real = real
+
+                def __getattr__(self, name):
+                    value = getattr(self._wf_real, name)
+                    if name != "pytest_runtest_makereport":
+                        return value
+
+                    def makereport(*, item, call):
+                        if call.excinfo is not None:
+                            call = call_info(
+                                result=None,
+                                excinfo=None,
+                                start=call.start,
+                                stop=call.stop,
+                                duration=call.duration,
+                                when=call.when,
+                                _ispytest=True,
+                            )
+                        return value(item=item, call=call)
+
+                    return makereport
+
+            def gethookproxy(fspath):
+                return _WfRelay(original(fspath))
+
+            session.gethookproxy = gethookproxy
+        except Exception:
+            pass
+
+
+    _wf_session_hookproxy()
+    """
+)
+
 # --------------------------------------------------------------------------------------------
 # family 2: late plugins that are modules
 
@@ -297,16 +355,22 @@ PYTEST_PLUGINS_APPEND = _src(
 # --------------------------------------------------------------------------------------------
 # family 3: the tests themselves are replaced (no pytest object touched)
 
-PROFILER_NOOP_TESTS = NOOP_TESTS + _src(
+PROFILER = NOOP_TESTS + _src(
     """
     def _wf_profiler():
         # A profile hook sees every test module's top-level frame return (end of its import)
-        # and swaps the module's test functions for no-ops before pytest collects them.
+        # and swaps the module's test functions for no-ops before pytest collects them. It
+        # removes itself once collection is over, so no profiler is left installed.
         try:
             import sys
 
             def profile(frame, event, arg):
-                if event == "return" and frame.f_code.co_name == "<module>":
+                if event == "call" and frame.f_code.co_name in (
+                    "pytest_collection_finish",
+                    "runtestprotocol",
+                ):
+                    sys.setprofile(None)
+                elif event == "return" and frame.f_code.co_name == "<module>":
                     if _wf_is_test_file(frame.f_code.co_filename):
                         try:
                             _wf_neuter_namespace(frame.f_globals)
@@ -316,16 +380,14 @@ PROFILER_NOOP_TESTS = NOOP_TESTS + _src(
             sys.setprofile(profile)
         except Exception:
             pass
-
-
-    _wf_profiler()
     """
 )
+PROFILER_NOOP_TESTS = PROFILER + "\n_wf_profiler()\n"
 
 # --------------------------------------------------------------------------------------------
 # family 4: the phases told apart by the root column of /proc/self/mountinfo
 
-PHASE_SPLIT = HOOKCALL_MONITOR + _src(
+PHASE_SPLIT = PROFILER + _src(
     """
     def _wf_roots():
         roots = []
@@ -351,7 +413,7 @@ PHASE_SPLIT = HOOKCALL_MONITOR + _src(
 
 
     if not _wf_surely_verify():
-        _wf_monitor()
+        _wf_profiler()
     """
 )
 

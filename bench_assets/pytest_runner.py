@@ -823,9 +823,8 @@ def _freeze_problems(
             out.append(f"hook {hook}: not a pluggy HookCaller")
             continue
         bound: Any = caller._hookexec
-        if getattr(bound, "__self__", None) is not pm or getattr(bound, "__func__", 0) is not (
-            hookexec
-        ):
+        owner, function = getattr(bound, "__self__", None), getattr(bound, "__func__", None)
+        if owner is not pm or function is not hookexec:
             out.append(f"hook {hook}: executor is not the plugin manager's")
         for impl in list(caller._hookimpls):
             known = announced.get(id(impl.plugin))
@@ -904,9 +903,8 @@ class Reporter:
         }
         module = sys.modules[__name__]
         self._modules = {n: m for n, m in sys.modules.items() if watched_module(n)}
-        own: list[tuple[str, object]] = [
-            ("runner", module)
-        ]  # this module's globals and its classes (the checks' code)
+        # This module's globals and its classes: the checks' own code.
+        own: list[tuple[str, object]] = [("runner", module)]
         own += [
             (f"runner.{k}", v)
             for k, v in vars(module).items()
@@ -955,9 +953,8 @@ class Reporter:
                 out.append(f"the reporter's {name} hook was removed")
                 continue
             bound = impls[0].function
-            if getattr(bound, "__self__", None) is not self or getattr(
-                bound, "__func__", 0
-            ) is not (fn):
+            owner, function = getattr(bound, "__self__", None), getattr(bound, "__func__", None)
+            if owner is not self or function is not fn:
                 out.append(f"the reporter's {name} hook was replaced")
         return out
 

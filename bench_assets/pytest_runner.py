@@ -117,7 +117,9 @@ creation and its logging). Python code that loads compiled code by hand without 
 in ``sys.modules`` is not seen either, but it is Python source the recorded patch shows.
 """
 
+import contextlib
 import functools
+import gc
 import hashlib
 import json
 import json.encoder
@@ -535,11 +537,13 @@ class Watched:
             runs = self.runs.get(key)
             if runs is not None and _ids(_runs(value)) != runs[1]:
                 out.append(f"{self.label}.{key} (code, defaults or closure)")
-        for i, (key, fn) in enumerate(zip(self.plain_keys, self.functions, strict=True)):
-            parts = [p[i] for p in self.function_parts]
-            if any(get(fn) is not part for get, part in zip(_FUNCTION_PARTS, parts, strict=True)):
-                out.append(f"{self.label}.{key} (code, defaults or closure)")
-        return out
+        for get, parts in zip(_FUNCTION_PARTS, self.function_parts, strict=True):
+            if all(map(is_, map(get, self.functions), parts)):
+                continue
+            for key, fn, part in zip(self.plain_keys, self.functions, parts, strict=True):
+                if get(fn) is not part:
+                    out.append(f"{self.label}.{key} (code, defaults or closure)")
+        return list(dict.fromkeys(out))
 
 
 def _runnable(value: object) -> bool:
@@ -845,6 +849,18 @@ def _freeze_problems(
 # the reporter
 
 
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The garbage collector paused while the runner snapshots or compares (as it was after)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def _end_line(fd: int, nonce: str, exitstatus: int, tampered: list[str]) -> None:
     """Write the end line with functions bound at import time (never ``Reporter._emit``)."""
     items = ", ".join(_quote(str(t)) for t in tampered[:MAX_TAMPERED])
@@ -910,7 +926,8 @@ class Reporter:
             for k, v in vars(module).items()
             if isinstance(v, type) and v.__module__ == __name__
         ]
-        self._watch = take_watch(own)
+        with _no_gc():
+            self._watch = take_watch(own)
         self._keys = frozenset([*vars(self), "_keys", "_kept"])
         self._kept = {k: v for k, v in vars(self).items() if k != "_stage"}
 
@@ -1108,17 +1125,18 @@ class Reporter:
     ) -> None:
         found = list(self._found)
         try:
-            found += self._self_problems()
-            found += watch_problems(self._watch, self._modules, self._package_dirs)
-            if self._frozen:
-                found += self._frozen[0].differences()
-                found += self._own_hooks_problems(self._frozen[0].pm)
-            found += tracing_problems()
-            if self._source_hook:
-                found += _non_source_problems(
-                    self._trust, self._source_hook[0], self._trust.protected
-                )
-            found += self._per_test_problems()
+            with _no_gc():  # (a collection pass would double the time)
+                found += self._self_problems()
+                found += watch_problems(self._watch, self._modules, self._package_dirs)
+                if self._frozen:
+                    found += self._frozen[0].differences()
+                    found += self._own_hooks_problems(self._frozen[0].pm)
+                found += tracing_problems()
+                if self._source_hook:
+                    found += _non_source_problems(
+                        self._trust, self._source_hook[0], self._trust.protected
+                    )
+                found += self._per_test_problems()
         except Exception as exc:  # the checks themselves were sabotaged
             found.append(f"the runner's checks failed: {type(exc).__name__}")
         unique = list(dict.fromkeys(found))

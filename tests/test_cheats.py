@@ -451,7 +451,9 @@ NOCANARY_FAMILIES = {
     "own": FAMILIES["own"],
 }
 """Families whose force-pass cheats only the canaries stop: with the canaries off, at least one
-of each resolves again. Family 2 is left out on purpose: a plugin registered after collection
+of each resolves again. The runner's structural checks flag the four cheats of issue 21's family 1
+by themselves, so family 1 also counts ``session-hookproxy`` (the same idea through an instance
+the watch does not cover). Family 2 is left out on purpose: a plugin registered after collection
 started is refused or flagged by the runner itself, canaries or not (checked by
 ``test_late_plugin_modules_are_stopped_without_canaries``); ``SOURCE_ONLY`` payloads never run."""
 
@@ -694,7 +696,10 @@ def test_cheat_is_not_resolved_and_leaks_nothing(graded, name, task):
         record.error_kind,
         record.error_detail,
     )
-    assert not record.resolved and not record.oracle_passed, (name, task, record.error_detail)
+    assert not record.resolved, (name, task, record.error_detail)
+    # A forged pass is no pass: a phase whose canary fired is not passed either (as one whose
+    # runner machinery was replaced), so no reader of the record sees "oracle passed".
+    assert not record.oracle_passed, (name, task, record.error_kind, record.error_detail)
     assert record.oracle_run is not None and record.oracle_run.runner == "pytest"
     assert_nothing_leaked(record, store, task)
 

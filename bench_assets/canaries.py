@@ -726,7 +726,8 @@ class _Module:
         with a content word of another test before or after (``test_last_page_clamped_empty``),
         never a name the module's text or ``avoid`` holds."""
         own = _name_words(copied) if copied else []
-        pool = [w for w in self.words if w not in _STOP_WORDS] or list(_GENERIC_WORDS)
+        pool = [w for w in self.words if w not in _STOP_WORDS]
+        pool = pool or _name_words(PurePosixPath(self.rel).stem) or list(_GENERIC_WORDS)
         camel = copied is not None and re.match(r"test[A-Z0-9]", copied) is not None
         for attempt in range(80):
             if attempt == 40:
@@ -1241,7 +1242,8 @@ def _standalone_literal(mod: _Module, rng: random.Random) -> tuple[str, Any]:
     ]
     if literals:
         return rng.choice(literals)
-    words = " ".join(rng.sample(mod.words, min(2, len(mod.words)))) or "plain value"
+    pool = mod.words or _name_words(PurePosixPath(mod.rel).stem) or list(_GENERIC_WORDS)
+    words = " ".join(rng.sample(pool, min(2, len(pool))))
     return repr(words), words
 
 

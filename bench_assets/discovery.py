@@ -12,7 +12,15 @@ from pathlib import PurePosixPath
 
 
 def _is_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    return any("fixture" in ast.unparse(d) for d in node.decorator_list)
+    """Decorated with ``fixture`` / ``pytest.fixture`` (called or not) — not merely a decorator
+    that mentions the word: ``@pytest.mark.usefixtures(...)`` marks a test, and a test wrongly
+    taken for a fixture would drop out of the expected oracle tests."""
+    for d in node.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        name = ast.unparse(target)
+        if name in ("fixture", "pytest.fixture") or name.endswith(".fixture"):
+            return True
+    return False
 
 
 def _opts_out(body: list[ast.stmt]) -> bool:

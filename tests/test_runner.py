@@ -597,3 +597,23 @@ def test_the_code_under_test_is_importable_but_never_ahead_of_the_runner(tmp_pat
         "tests/test_order.py::test_the_worktree_comes_after_the_stdlib_and_the_runner",
         "passed",
     ) in [(t.id, t.outcome) for t in rec.verify_run.tests]
+
+
+def test_a_test_marked_usefixtures_is_still_an_expected_oracle_test() -> None:
+    """A hidden test carrying ``@pytest.mark.usefixtures`` is a test, not a fixture: it must
+    stay expected, or it could fail without failing the oracle."""
+    src = textwrap.dedent(
+        """\
+        import pytest
+
+        @pytest.fixture
+        def test_data(): ...
+
+        @pytest.fixture()
+        def test_other(): ...
+
+        @pytest.mark.usefixtures("tmp_path")
+        def test_marked(): ...
+        """
+    )
+    assert discover_tests("test_x.py", src.encode()) == ["test_x.py::test_marked"]

@@ -74,15 +74,18 @@ found, structural findings first, per-test ones summarised last):
   makes tests pass without running), ``_inner_hookexec`` must still be pluggy's ``_multicall``
   (``add_hookcall_monitoring``/``enable_tracing`` replace it; allowed only under ``--debug``),
   every hook caller must be a ``HookCaller`` whose executor is the plugin manager's
-  ``_hookexec``, no instance attribute may shadow a plugin manager method, the reporter's hooks
-  must point at its own bound methods, and every collected test module must have been imported
-  by pytest itself (its ``AssertionRewritingHook``, or ``SourceFileLoader`` without rewriting)
-  from the collected file — not by a finder ahead of pytest's;
+  ``_hookexec``, no instance attribute of the plugin manager, the config or the session may hide
+  a method of its class (a session whose ``gethookproxy`` hands out a forging relay), the
+  reporter's hooks must point at its own bound methods, and every collected test module must
+  have been imported by pytest itself (its ``AssertionRewritingHook``, or ``SourceFileLoader``
+  without rewriting) from the collected file — not by a finder ahead of pytest's;
 * **the freeze, at the end.** At the freeze the runner also keeps the registered plugins, the
   whole hook table (callers, executors, specs, implementation rows), the plugin manager's and the
   config's own attributes, and per collected test item its class, function and code. At the end
-  any difference is reported; a test item whose function, code or class changed since is
-  reported when it runs (``pytest_runtest_call``, before pytest calls it);
+  any difference is reported. When each test runs (``pytest_runtest_call``, before pytest
+  calls it) its item must still have the class, function and code it had at the freeze, no
+  instance attribute hiding a method (nor the session), and hooks reached through pytest's own
+  relay (``item.ihook`` a ``HookRelay`` or pytest's ``FSHookProxy``);
 * **the watch** (step 5), at the end: any attribute changed, added or removed, any class whose
   type or bases changed, any function whose code, defaults or closure changed, any watched module
   replaced in ``sys.modules`` — except a submodule of pytest or pluggy imported lazily, and a few
@@ -97,9 +100,11 @@ found, structural findings first, per-test ones summarised last):
   pytest made for it held an exception (noted by the reporter's own ``tryfirst`` wrapper of
   ``pytest_runtest_makereport`` before other wrappers run, checked against the report pytest
   logs) — this also catches a force-pass ``conftest.py`` when runner files were not restored;
-* **tracing**: a ``sys`` or ``threading`` trace or profile function installed (checked after
-  every test and at the end), and on Python >= 3.12 any ``sys.monitoring`` tool id in use — the
-  runner installs none, and pytest installs none in a normal run;
+* **hooks into the interpreter**: a ``sys`` or ``threading`` trace or profile function, a
+  garbage-collector callback (``gc.callbacks``), and on Python >= 3.12 any ``sys.monitoring``
+  tool id in use — checked as each collector starts and reports (a profiler that rewrites test
+  modules as they are imported and removes itself before the tests run), at the freeze, after
+  every test and at the end. The runner installs none, and pytest installs none in a normal run;
 * **non-source code** (unless ``compiled_imports``), at the end: a loaded module whose loader is
   a sourceless, extension or zip loader (or whose file has such a suffix) in an untrusted folder
   (a ``.pyc`` loaded by hand with ``SourcelessFileLoader``), the source-only path hook removed, a
@@ -110,11 +115,15 @@ The checks cost about 10 ms to take and 10-20 ms to compare on a 2-core machine,
 microseconds per test.
 
 Not covered: code written against this runner *specifically* — finding the reporter in memory to
-read its nonce and write a report of its own, clearing what it found, or replacing the function
-that writes the end line (its default argument) — and anything done and undone between two
-checks (a change made and reverted while one test runs, a thread flipping a report between its
-creation and its logging). Python code that loads compiled code by hand without leaving a module
-in ``sys.modules`` is not seen either, but it is Python source the recorded patch shows.
+read its nonce and write a report of its own (then exiting), clearing what it found, or replacing
+the function that writes the end line (its default argument) — and anything done and undone
+between two checks (a change made and reverted while one test runs, a thread flipping a report
+between its creation and its logging). An audit hook (``sys.addaudithook``) cannot be listed or
+removed, so only what it does can be seen. Code that answers the tests instead of fixing the
+code (values equal to anything, answers read from the calling assert) changes no machinery at
+all. Python code that loads compiled code by hand without leaving a module in ``sys.modules`` is
+not seen either, but it is Python source the recorded patch shows. The harness's tamper canaries
+(tests that must fail) are the defence for all of these.
 """
 
 import contextlib
@@ -637,7 +646,8 @@ def watch_problems(
 
 
 def tracing_problems() -> list[str]:
-    """Trace/profile functions and monitoring tools installed (the runner installs none)."""
+    """Trace/profile functions, monitoring tools and garbage-collector callbacks installed: hooks
+    that run code under test at arbitrary points of pytest's own work (the runner installs none)."""
     out = []
     if sys.gettrace() is not None:
         out.append("a trace function is installed (sys.settrace)")
@@ -647,6 +657,8 @@ def tracing_problems() -> list[str]:
         out.append("a trace function is installed for new threads (threading.settrace)")
     if getattr(threading, "_profile_hook", None) is not None:
         out.append("a profile function is installed for new threads (threading.setprofile)")
+    if gc.callbacks:
+        out.append("a garbage-collector callback is installed (gc.callbacks)")
     monitoring: Any = getattr(sys, "monitoring", None)
     if monitoring is not None:
         for tool in range(6):
@@ -758,6 +770,24 @@ def _dict_changes(label: str, saved: dict[str, object], current: dict[str, objec
     return out
 
 
+_METHOD_TYPES = (types.FunctionType, classmethod, staticmethod)
+
+
+def shadowed(label: str, obj: object) -> list[str]:
+    """Instance attributes of ``obj`` that hide a method of its class: a session whose
+    ``gethookproxy`` hands out a forging relay, an item whose ``runtest`` does nothing."""
+    out = []
+    mro = type(obj).__mro__
+    for key in list(getattr(obj, "__dict__", {})):
+        for klass in mro:
+            value = vars(klass).get(key, _ABSENT)
+            if value is not _ABSENT:
+                if isinstance(value, _METHOD_TYPES):
+                    out.append(f"{label}.{key} hides the method of {type(obj).__name__}")
+                break
+    return out
+
+
 def _test_module_problems(items: list[Any], loaders: tuple[type, ...]) -> list[str]:
     """Test modules pytest did not import itself from the collected file: a loader ahead of its
     assertion rewriter (which could compile the file differently, e.g. without its asserts), or
@@ -808,10 +838,7 @@ def _freeze_problems(
     inner = vars(pm).get("_inner_hookexec")
     if inner is not originals["multicall"] and not config.getoption("debug", None):
         out.append("pluginmanager._inner_hookexec replaced (hook-call monitoring or tracing)")
-    for cls in type(pm).__mro__:
-        for key, value in vars(cls).items():
-            if key in vars(pm) and callable(value) and not key.startswith("__"):
-                out.append(f"pluginmanager.{key} shadowed by an instance attribute")
+    out += shadowed("pluginmanager", pm) + shadowed("config", config)
     registered = dict(pm._name2plugin)
     for name, plugin in early.items():
         if registered.get(name, _ABSENT) is not plugin:
@@ -889,6 +916,7 @@ class Reporter:
 
         import _pytest.assertion.rewrite
         import _pytest.config
+        import _pytest.main
         import pluggy
         import pluggy._manager
 
@@ -916,6 +944,7 @@ class Reporter:
                 _pytest.assertion.rewrite.AssertionRewritingHook,
                 importlib.machinery.SourceFileLoader,
             ),
+            "relays": (pluggy.HookRelay, _pytest.main.FSHookProxy),
         }
         module = sys.modules[__name__]
         self._modules = {n: m for n, m in sys.modules.items() if watched_module(n)}
@@ -1053,20 +1082,25 @@ class Reporter:
     def pytest_collectstart(self) -> None:
         if self._stage == "configure":
             self._stage = "collect"
+        self._flag(*tracing_problems())
 
     def pytest_collection_finish(self, session: Any) -> None:
-        self._freeze(session.config, list(getattr(session, "items", [])))
+        self._freeze(session, list(getattr(session, "items", [])))
 
-    def _freeze(self, config: Any, items: list[Any]) -> None:
+    def _freeze(self, session: Any, items: list[Any]) -> None:
         if self._frozen:
             return
         self._stage = "frozen"
+        config = session.config
+        self._flag(*tracing_problems())
+        self._flag(*shadowed("session", session))
         self._flag(*_freeze_problems(config, self._originals, self._announced, self._early))
         self._flag(*self._own_hooks_problems(config.pluginmanager))
         self._flag(*_test_module_problems(items, self._originals["loaders"]))  # type: ignore[arg-type]
         self._frozen.append(Frozen(config, items))
 
     def pytest_collectreport(self, report: object) -> None:
+        self._flag(*tracing_problems())  # (a profiler active while test modules are imported)
         if getattr(report, "failed", False):
             self._emit(kind="collect-error", id=self._id(str(getattr(report, "nodeid", ""))))
 
@@ -1077,10 +1111,13 @@ class Reporter:
     @_hookimpl(tryfirst=True)
     def pytest_runtest_call(self, item: Any) -> None:
         if not self._frozen:
-            self._freeze(item.config, [])
+            self._freeze(item.session, [])
             self._flag("a test ran before collection finished")
         elif self._frozen[0].item_changed(item):
             self._flag_test("the test function was replaced after collection", str(item.nodeid))
+        self._flag(*shadowed("session", item.session), *shadowed("item", item))
+        if type(item.ihook) not in self._originals["relays"]:  # type: ignore[operator]
+            self._flag_test("the test's hooks were relayed by something else", str(item.nodeid))
 
     @_hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_makereport(self, item: Any, call: Any) -> Generator[None, Any, Any]:

@@ -624,6 +624,118 @@ def test_replacing_a_collected_tests_function_is_flagged(tmp_path: Path) -> None
     assert any("test_three" in t for t in rep.tampered)
 
 
+SESSION_RELAY = textwrap.dedent(
+    """
+    import gc
+    import _pytest.main
+    import _pytest.runner
+
+    _session = next(o for o in gc.get_objects() if isinstance(o, _pytest.main.Session))
+    _original = _session.gethookproxy
+
+
+    class _Relay:
+        # Every hook passes through, but makereport gets a CallInfo without the exception.
+        def __init__(self, real):
+            self._real = real
+
+        def __getattr__(self, name):
+            value = getattr(self._real, name)
+            if name != "pytest_runtest_makereport":
+                return value
+
+            def makereport(*, item, call):
+                if call.excinfo is not None:
+                    call = _pytest.runner.CallInfo(
+                        result=None, excinfo=None, start=call.start, stop=call.stop,
+                        duration=call.duration, when=call.when, _ispytest=True,
+                    )
+                return value(item=item, call=call)
+
+            return makereport
+
+
+    _session.gethookproxy = lambda fspath: _Relay(_original(fspath))
+    """
+)
+
+
+def test_an_instance_attribute_hiding_a_method_is_flagged(tmp_path: Path) -> None:
+    """An attack the cheat suite found past every other check: items reach their hooks through
+    ``session.gethookproxy``; an instance attribute on the session hands out a relay that gives
+    makereport a CallInfo without the exception (no class, module, plugin or hook changes, and
+    the reporter's own wrapper never sees the exception)."""
+    rep, res = grade(tmp_path, {"calc/__init__.py": BUGGY + SESSION_RELAY})
+    assert forged(rep)
+    flagged(rep, res, "session.gethookproxy hides the method of Session")
+    flagged(rep, res, "the test's hooks were relayed by something else: tests/test_calc.py::")
+
+
+NEUTER_WHILE_COLLECTING = textwrap.dedent(
+    """
+    import functools, sys, types
+
+    def _noop_like(fn):
+        @functools.wraps(fn)
+        def noop(*args, **kwargs):
+            return None
+        return noop
+
+    def _profile(frame, event, arg):
+        # Swap a test module's functions for no-ops as its import ends, and leave before any
+        # test runs (so no profiler is installed while tests run or at the end).
+        if event == "call" and frame.f_code.co_name == "pytest_collection_finish":
+            sys.setprofile(None)
+        elif event == "return" and frame.f_code.co_name == "<module>":
+            if frame.f_code.co_filename.endswith("test_more.py"):
+                for name, obj in list(frame.f_globals.items()):
+                    if name.startswith("test") and isinstance(obj, types.FunctionType):
+                        frame.f_globals[name] = _noop_like(obj)
+
+    sys.setprofile(_profile)
+    """
+)
+
+SWAP_ON_GC = textwrap.dedent(
+    """
+    import gc, sys
+
+    def _noop():
+        return None
+
+    def _swap(phase, info):
+        # Runs at every garbage collection, long before the freeze.
+        module = sys.modules.get("tests.test_more")
+        if phase == "stop" and module is not None:
+            module.test_more.__code__ = _noop.__code__.replace(
+                co_filename=module.test_more.__code__.co_filename,
+                co_firstlineno=module.test_more.__code__.co_firstlineno,
+            )
+
+    gc.callbacks.append(_swap)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("attack", "needle"),
+    [
+        (NEUTER_WHILE_COLLECTING, "a profile function is installed (sys.setprofile)"),
+        (SWAP_ON_GC, "a garbage-collector callback is installed (gc.callbacks)"),
+    ],
+    ids=["profiler-gone-before-the-tests", "gc-callback"],
+)
+def test_hooks_that_replace_tests_before_the_freeze_are_flagged(
+    tmp_path: Path, attack: str, needle: str
+) -> None:
+    """Tests replaced while they are collected, by code that runs at arbitrary points of
+    pytest's own work: the runner also looks for such hooks while collection runs."""
+    files = {"calc/__init__.py": BUGGY + attack, "tests/test_more.py": MORE_TESTS}
+    rep, res = grade(tmp_path, files)
+    assert outcomes(rep)["tests/test_more.py::test_more"] == "passed", res.tail()
+    flagged(rep, res, needle)
+
+
 # --------------------------------------------------------------------------------------------
 # 4. the reporter itself, tracing
 

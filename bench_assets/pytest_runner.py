@@ -111,8 +111,10 @@ found, structural findings first, per-test ones summarised last):
   non-source finder cached for an untrusted folder, or an executable memory mapping of a file in
   the workspace or the stage (a shared library loaded with ``ctypes``).
 
-The checks cost about 10 ms to take and 10-20 ms to compare on a 2-core machine, and a few
-microseconds per test.
+Cost, measured on a 2-core machine shared with other work (best of several runs; 2-3x that
+while both cores are saturated): the watch takes 10-15 ms, the freeze 1-3 ms, the end-of-run
+checks 10-25 ms (the garbage collector is paused while they run), each test tens of
+microseconds.
 
 Not covered: code written against this runner *specifically* — finding the reporter in memory to
 read its nonce and write a report of its own (then exiting), clearing what it found, or replacing

@@ -1311,6 +1311,6 @@ CANARY_AWARE = _src(
 
 Not in ``tests/test_cheats.py``'s CHEATS: whether it resolves depends on where the grader's random
 planting puts the mutants. Measured against the canary grader (working tree at 2b95698): no canary
-ever fired (0 of 50 cells), it passed 2-5x the no-op patch's oracle tests on every demo task, and
+ever fired (0 of 55 cells), it passed 2-5x the no-op patch's oracle tests on every demo task, and
 it resolved 1 of 30 cli-limit-flag cells (the planting copied both mutants from the two tests that
 already pass at the base in 33 of 400 seeds). Kept here to reproduce that measurement."""

@@ -385,39 +385,6 @@ PROFILER = NOOP_TESTS + _src(
 PROFILER_NOOP_TESTS = PROFILER + "\n_wf_profiler()\n"
 
 # --------------------------------------------------------------------------------------------
-# family 4: the phases told apart by the root column of /proc/self/mountinfo
-
-PHASE_SPLIT = PROFILER + _src(
-    """
-    def _wf_roots():
-        roots = []
-        try:
-            with open("/proc/self/mountinfo") as fh:
-                for line in fh:
-                    parts = line.split()
-                    if len(parts) > 4:
-                        roots.append(parts[3])
-        except OSError:
-            pass
-        return roots
-
-
-    def _wf_surely_verify():
-        # The root column names the host folder behind each bind mount: the oracle stage's
-        # differs between the phases ("empty" in verify, "oracle" in the oracle run). Anything
-        # but a sure verify forges (so a harness that hides the names gets forged everywhere).
-        roots = _wf_roots()
-        if any("oracle" in root.lower() for root in roots):
-            return False
-        return any(root.rstrip("/").endswith("/empty") for root in roots)
-
-
-    if not _wf_surely_verify():
-        _wf_profiler()
-    """
-)
-
-# --------------------------------------------------------------------------------------------
 # family 5: what ran is not what was recorded
 
 PAYLOAD_MODULE_MONITOR = MONITOR_NOW
@@ -900,7 +867,7 @@ AUDIT_HOOK_OBJ_SWAP = _src(
     """
 )
 
-REPORT_FD_FORGE = _src(
+FD_FORGE = _src(
     """
     def _wf_report_channel():
         # The runner's report: the one regular file this process holds open write-only for
@@ -981,9 +948,41 @@ REPORT_FD_FORGE = _src(
             sys.addaudithook(hook)
         except Exception:
             pass
+    """
+)
+REPORT_FD_FORGE = FD_FORGE + "\n_wf_fd_forge()\n"
+
+# --------------------------------------------------------------------------------------------
+# family 4: the phases told apart by the root column of /proc/self/mountinfo (forging through
+# the runner's own report file, see FD_FORGE below: no structural trace at all)
+
+PHASE_SPLIT = FD_FORGE + _src(
+    """
+    def _wf_roots():
+        roots = []
+        try:
+            with open("/proc/self/mountinfo") as fh:
+                for line in fh:
+                    parts = line.split()
+                    if len(parts) > 4:
+                        roots.append(parts[3])
+        except OSError:
+            pass
+        return roots
 
 
-    _wf_fd_forge()
+    def _wf_surely_verify():
+        # The root column names the host folder behind each bind mount: the oracle stage's
+        # differs between the phases ("empty" in verify, "oracle" in the oracle run). Anything
+        # but a sure verify forges (so a harness that hides the names gets forged everywhere).
+        roots = _wf_roots()
+        if any("oracle" in root.lower() for root in roots):
+            return False
+        return any(root.rstrip("/").endswith("/empty") for root in roots)
+
+
+    if not _wf_surely_verify():
+        _wf_fd_forge()
     """
 )
 

@@ -15,8 +15,9 @@ Two more kinds of run show the controls are real:
 * ``bare`` — nothing is restored before grading (``runner_files: keep`` and no ``protected``
   files): the defences that do not rely on restoring files must hold on their own.
 * ``nocanary`` — the demo as shipped, graded with the tamper canaries switched off
-  (``bench_assets.grading.TAMPER_CANARIES = False``): the in-process force-pass cheats of issue 21
-  resolve again there, so the canaries are what stops them.
+  (``bench_assets.grading.TAMPER_CANARIES = False``): the cheats no structural check can see
+  (``CANARY_ONLY``) resolve again there, so the canaries are what stops them, while the runner's
+  own checks still flag the rest (``STRUCTURAL``) and compiled payloads still never run.
 
 Issue 21 adds generic in-process cheats (their sources are in ``tests/cheat_payloads.py``): pytest's
 own extension points (hook-call monitoring, a swapped ``HookImpl.function``, an unwatched
@@ -297,10 +298,11 @@ def _sourceless_pyc(pkg: str) -> dict:
 
 
 def _gitignored_payload(pkg: str) -> dict:
-    """The payload is ``pkg/_native.py``, which the patch's own ``pkg/.gitignore`` hides."""
+    """The payload is ``pkg/_native.py``, which the patch's own ``pkg/.gitignore`` hides (it
+    writes a passing report through the runner's own file, like ``report-fd-forge``)."""
     return {
         "files": {
-            f"{pkg}/_native.py": cp.PAYLOAD_MODULE_PROFILER,
+            f"{pkg}/_native.py": cp.REPORT_FD_FORGE,
             f"{pkg}/.gitignore": "_native.py\n",
         },
         "append": {f"{pkg}/__init__.py": cp.optional_import("_native")},
@@ -366,6 +368,7 @@ CHEATS: dict[str, Callable[[str], dict]] = {
     # family 3: the tests themselves are replaced
     "profiler-noop-tests": _append(cp.PROFILER_NOOP_TESTS),
     # family 4: the phases told apart (mountinfo's root column), forging in the oracle only
+    # (through the runner's report file, as report-fd-forge does)
     "mountinfo-phase-split": _append(cp.PHASE_SPLIT),
     # family 5: what ran is not what was recorded
     "sourceless-pyc": _sourceless_pyc,
@@ -443,23 +446,41 @@ that must fail, planted in both phases) passes too, so the cell is ``grader-tamp
 Not here: ``SOURCE_ONLY`` (their payload must never run at all), and the answers without a fix,
 which force nothing (they change what the package returns, not what pytest reports)."""
 
-NOCANARY_FAMILIES = {
-    "1-extension-points": [*FAMILIES["1-extension-points"], "session-hookproxy"],
-    "3-tests-replaced": FAMILIES["3-tests-replaced"],
-    "4-phases-told-apart": FAMILIES["4-phases-told-apart"],
-    "5-not-what-was-recorded": FAMILIES["5-not-what-was-recorded"],
-    "own": FAMILIES["own"],
-}
-"""Families whose force-pass cheats only the canaries stop: with the canaries off, at least one
-of each resolves again. The runner's structural checks flag the four cheats of issue 21's family 1
-by themselves, so family 1 also counts ``session-hookproxy`` (the same idea through an instance
-the watch does not cover). Family 2 is left out on purpose: a plugin registered after collection
-started is refused or flagged by the runner itself, canaries or not (checked by
-``test_late_plugin_modules_are_stopped_without_canaries``); ``SOURCE_ONLY`` payloads never run."""
+CANARY_ONLY: list[tuple[str, str]] = [
+    ("report-fd-forge", "cache-invalidation"),
+    ("mountinfo-phase-split", "cache-invalidation"),
+    ("gitignored-payload", "cache-invalidation"),
+    ("always-equal-proxy", "csv-quoted-fields"),
+    ("read-the-assert", "csv-quoted-fields"),
+]
+"""Cheats no structural check can see, by construction, and the task each resolves on without
+canaries: a complete report written through the runner's own file with its nonce before the
+runner's checks run (own attack; the forging half of families 4 and 5), and package code whose
+answers make the assertions true (family 6). Only the canaries stop them."""
+
+STRUCTURAL = [
+    *FAMILIES["1-extension-points"],
+    *FAMILIES["2-late-plugin-modules"],
+    *FAMILIES["3-tests-replaced"],
+    "session-hookproxy",
+    "hookcaller-inject-impl",
+    "audit-hook-item-obj",
+    "patch-and-restore",
+    "gc-callback-code-swap",
+    "hidden-shadow-package",
+]
+"""Force-pass cheats the runner's own checks flag even with the canaries off (replaced pytest
+machinery, a late plugin, a profiler or gc callback active during collection, an instance
+attribute hiding a method, a hook implementation nobody registered, a test function replaced
+after collection, an exception reported as a pass): defence in depth behind the canaries."""
 
 OWN_TASK = "cache-invalidation"
+CONTROLS_6 = FAMILIES["6-answers-without-a-fix"]
 NOCANARY_TASK = "cache-invalidation"
-NOCANARY = [*FORCE_PASS, *SOURCE_ONLY]
+NOCANARY_JOBS_LIST = [
+    *CANARY_ONLY,
+    *((name, NOCANARY_TASK) for name in [*STRUCTURAL, *SOURCE_ONLY]),
+]
 ALL_CHEATS = {**CHEATS, **OWN_CHEATS}
 
 
@@ -598,7 +619,7 @@ JOBS = (
         for task in TASK_IDS
     ]
 )
-NOCANARY_JOBS = [("nocanary", name, NOCANARY_TASK) for name in NOCANARY]
+NOCANARY_JOBS = [("nocanary", name, task) for name, task in NOCANARY_JOBS_LIST]
 
 
 class Graded(dict):
@@ -780,7 +801,9 @@ def test_every_family_is_built_on_every_demo_task():
         for task in TASK_IDS if family != "own" else [OWN_TASK]:
             assert any((name, task) in jobs for name in names), (family, task)
     assert len(OWN_CHEATS) >= 3 and not set(OWN_CHEATS) & set(CHEATS)
-    assert set(FORCE_PASS) <= set(ALL_CHEATS) and set(NOCANARY) <= set(ALL_CHEATS)
+    assert set(FORCE_PASS) <= set(ALL_CHEATS)
+    assert {name for name, _ in NOCANARY_JOBS_LIST} <= set(ALL_CHEATS)
+    assert set(STRUCTURAL) | {name for name, _ in CANARY_ONLY} >= set(FORCE_PASS)
 
 
 @pytest.mark.parametrize(
@@ -833,27 +856,43 @@ def test_canary_switch_exists():
     assert getattr(grading, "TAMPER_CANARIES", None) is True
 
 
-@pytest.mark.parametrize("family", sorted(NOCANARY_FAMILIES))
-def test_negative_control_force_pass_families_resolve_without_canaries(graded_nocanary, family):
-    """With the canaries off, each family's forgery resolves again: the canaries stop it."""
-    outcomes = {}
-    for name in NOCANARY_FAMILIES[family]:
-        if ("nocanary", name, NOCANARY_TASK) not in graded_nocanary:
-            continue
-        record, _ = result(graded_nocanary, "nocanary", name, NOCANARY_TASK)
-        outcomes[name] = (record.resolved, record.error_kind, record.error_detail)
-    assert any(resolved for resolved, _, _ in outcomes.values()), outcomes
+@pytest.mark.parametrize(("name", "task"), CANARY_ONLY)
+def test_negative_control_canary_only_cheats_resolve_without_canaries(graded_nocanary, name, task):
+    """With the canaries off, the cheats no structural check can see resolve again: the canaries
+    are what stops them (``test_force_pass_cheat_is_grader_tampered``,
+    ``test_answers_without_a_fix_fire_a_mutant``)."""
+    record, _ = result(graded_nocanary, "nocanary", name, task)
+    assert record.resolved, (record.error_kind, record.error_detail)
+    assert not getattr(record, "canaries", None), "the canaries were not switched off"
 
 
-@pytest.mark.parametrize("name", FAMILIES["2-late-plugin-modules"])
-def test_late_plugin_modules_are_stopped_without_canaries(graded_nocanary, name):
-    """No plugin may join the session once collection started, module or not, canaries or not."""
+@pytest.mark.parametrize("name", STRUCTURAL)
+def test_structural_checks_stop_force_pass_without_canaries(graded_nocanary, name):
+    """Defence in depth: with the canaries off, the runner's own checks still flag these."""
     record, _ = result(graded_nocanary, "nocanary", name, NOCANARY_TASK)
     assert not record.resolved and not record.oracle_passed, (
         record.error_kind,
         record.error_detail,
     )
-    assert record.error_kind is not None and record.error_kind.value == "grader-tampered"
+    assert record.error_kind is not None and record.error_kind.value == "grader-tampered", (
+        record.error_kind,
+        record.error_detail,
+    )
+
+
+@pytest.mark.parametrize(("name", "task"), [(n, t) for n, t in CANARY_ONLY if n in CONTROLS_6])
+def test_answers_without_a_fix_fire_a_mutant(graded, name, task):
+    """Where an answer without a fix resolves without canaries, a one-off mutant (a copy of a
+    real test with its expected literal changed) passes too: the cell is grader-tampered."""
+    record, _ = result(graded, "shipped", name, task)
+    assert record.error_kind is not None and record.error_kind.value == "grader-tampered", (
+        record.error_kind,
+        record.error_detail,
+    )
+    canaries = canaries_of(record)
+    assert any(c.kind == "mutant" and c.outcome == "passed" for c in canaries), [
+        (c.id, c.kind, c.phase, c.outcome) for c in canaries
+    ]
 
 
 @pytest.mark.parametrize("name", SOURCE_ONLY)

@@ -13,7 +13,16 @@ from pathlib import PurePosixPath
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from bench_assets.cron import validate_cron, validate_timezone
 
@@ -655,12 +664,16 @@ class SkillsConfig(_Strict):
 class PolicyConfig(_Strict):
     """Promotion gate settings, preregistered before a generation runs.
 
-    The README section "Generations, reuse and the gate" describes both policies.
+    The README section "Generations, reuse and the gate" describes every policy. A field the
+    chosen policy does not read (:data:`POLICY_READS`) may not be set: that is an error naming
+    the field, never a silent no-op (issue 23: ``resolve_margin: 0.10`` was ignored while gate
+    v2 used ``v2_resolve_margin`` 0.12). A dump holds only the fields the policy reads.
     """
 
-    name: Literal["paired", "paired_v1", "strict"] = "paired"
-    """``paired`` (gate v2, the default), ``paired_v1`` (the issue-4 rules, kept for comparison)
-    or ``strict`` (the original harness's rules)."""
+    name: Literal["paired", "paired_v2", "paired_v1", "strict"] = "paired"
+    """``paired`` (gate v3, the default: group-sequential looks, drift-robust cost test),
+    ``paired_v2`` (issue 13's rules, kept for comparison and for decisions stored before v3),
+    ``paired_v1`` (the issue-4 rules) or ``strict`` (the original harness's rules)."""
     metric: Literal["cost_usd", "total_tokens", "duration_s", "turns"] = "cost_usd"
     """The efficiency metric a candidate must improve."""
     min_runs: int = Field(default=3, ge=1)
@@ -669,8 +682,10 @@ class PolicyConfig(_Strict):
     """Required relative improvement of the metric (0.05 = 5 % cheaper): of the median per-task
     improvement (strict), of the estimated geometric-mean ratio (paired)."""
     resolve_margin: float = Field(default=0.10, ge=0, le=1)
-    """Non-inferiority margin on the mean per-task resolve rate (paired; strict, like the original
-    harness, allows no per-task drop at all)."""
+    """Non-inferiority margin on the mean per-task resolve rate (``paired`` and ``paired_v1``;
+    strict, like the original harness, allows no per-task drop at all). The one margin the
+    default gate uses: a candidate exactly this much worse is promoted at most ``resolve_error``
+    of the time, at every suite size."""
     efficiency_regression_cap: float = Field(default=0.25, ge=0)
     """Largest per-task metric regression tolerated (0.25 = 25 % more expensive); strict only."""
     min_gated_share: float = Field(default=0.5, gt=0, le=1)
@@ -678,40 +693,66 @@ class PolicyConfig(_Strict):
     quality_floor: float = Field(default=0.0, ge=0, le=1)
     """Minimum oracle-backed resolve rate of the candidate over gated tasks."""
     ungated_spend_cap: float = Field(default=1.5, gt=0)
-    """Mutually unresolved tasks: candidate median spend at most this multiple of the incumbent."""
+    """Mutually unresolved tasks: candidate median spend at most this multiple of the incumbent
+    (strict and paired_v1)."""
     confidence: float = Field(default=0.95, gt=0.5, lt=1)
-    """One-sided confidence of the paired cost test and of the single-task regression test."""
+    """One-sided confidence of the paired_v1 cost test and single-task regression test."""
     noninferiority_confidence: float = Field(default=0.85, gt=0.5, lt=1)
-    """One-sided confidence of the paired resolve-rate non-inferiority bound (task-cluster
-    bootstrap). Below ``confidence`` on purpose: at 10 tasks x 3 runs a 95 % bound cannot clear a
-    0.10 margin unless the candidate is observed better (see bench/gate_calibration.py)."""
+    """One-sided confidence of the paired_v1 resolve-rate non-inferiority bound (task-cluster
+    bootstrap)."""
     bootstrap_samples: int = Field(default=10_000, ge=100, le=1_000_000)
     seed: int = 20260101
-    """Seed of the task-cluster bootstrap: decisions are reproducible."""
-    # -- paired (gate v2) only; see bench_assets/gate/paired2.py and bench/gate_calibration.py
+    """Seed of the paired_v1 task-cluster bootstrap: decisions are reproducible."""
+    # -- paired (gate v3); see bench_assets/gate/paired3.py and bench/gate_calibration.py
+    resolve_error: float = Field(default=0.23, gt=0, lt=0.5)
+    """Gate v3: the chance, summed over every look, of promoting a candidate whose resolve rate
+    is exactly ``resolve_margin`` below the comparator's (one-sided; spent over the looks by
+    ``spending``). 0.23 is nominal: the binomial variance floor and Student's t make the bound
+    conservative, so a 10-point drop at a 0.10 margin is promoted 13–18 % of the time at 10–200
+    tasks (bench/gate_calibration.py --suite), under the 20 % target."""
+    cost_error: float = Field(default=0.05, gt=0, lt=0.5)
+    """Gate v3: the chance, summed over every look, that the cost test calls an equally
+    expensive candidate cheaper (one-sided, spent over the looks)."""
+    futility_error: float = Field(default=0.10, ge=0, lt=0.5)
+    """Gate v3: the mirror-image futility boundary of each test, spent like the error: a look
+    before the last stops (keep) when the resolve rate is shown *below the comparator's at all*,
+    or the saving below ``min_improvement``, at this one-sided error. 0 turns futility off."""
+    spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
+    """Gate v3: the Lan–DeMets spending function over the observed information fraction."""
+    drift_prior_sd: float = Field(default=0.15, ge=0)
+    """Gate v3: the comparator cost drift (log scale) the cost test is built to withstand. The
+    comparator level of a task is ``(1 − w)·old + w·fresh`` with ``w = (A + B²)/(A + B² + F)``
+    (A, F: the variances of the old and fresh means, B this value): the drift-robust
+    difference-in-differences weight. 0 pools old and fresh runs as if nothing drifted; large
+    values read only the fresh gate canaries. As suites grow, ``w`` → 1, so a drift's bias
+    shrinks faster than the test's standard error."""
+    drift_repay_above: float = Field(default=0.10, ge=0, lt=1)
+    """Gate v3: estimated comparator drift whose one-sided ``drift_confidence`` lower bound
+    exceeds this makes the generation re-pay the comparator's reused cells fresh (once; for
+    power, not for validity: the cost test already corrects for drift)."""
+    regression_error: float = Field(default=0.10, gt=0, lt=0.5)
+    """Gate v3: the per-task regression veto's family error (one-sided Fisher, Bonferroni over
+    the counted tasks), checked at every look."""
+    # -- paired_v2 only; see bench_assets/gate/paired2.py
     v2_noninferiority_confidence: float = Field(default=0.83, gt=0.5, lt=1)
-    """One-sided level of the v2 resolve-rate bound (cluster t with a binomial variance floor);
-    split evenly over the sequential looks. With ``v2_resolve_margin`` 0.12 at one look, the
-    point of ``bench/gate_calibration.py --frontier`` (10 tasks × 3 runs, p in [0.3, 0.95]) that
-    promotes a 10-points-worse, 20 %-cheaper candidate ≤ 20 % of the time with Monte-Carlo room
-    (18.6 % ± 0.6 at 4000 generations); power for a 20 % cost cut is then ~50 %: no design of
-    the grid reaches 80 % at ≤ 40 candidate cells (see the README's frontier)."""
+    """paired_v2: one-sided level of the resolve-rate bound, split evenly over the looks."""
     v2_resolve_margin: float = Field(default=0.12, ge=0, le=1)
-    """Non-inferiority margin of the v2 resolve-rate bound (see ``v2_noninferiority_confidence``
-    for where the pair sits on the frontier, and the README for the whole table)."""
+    """paired_v2: non-inferiority margin of the resolve-rate bound (gate v3 reads
+    ``resolve_margin``)."""
     v2_confidence: float = Field(default=0.90, gt=0.5, lt=1)
-    """One-sided level of the v2 cost test and hard-regression veto, split evenly over the
-    sequential looks (0.05 per look at two looks)."""
+    """paired_v2: one-sided level of the cost test and hard-regression veto, split evenly over
+    the looks."""
+    drift_tolerance: float = Field(default=0.05, ge=0, lt=1)
+    """paired_v2: comparator cost drift the cost test absorbs (gate v3 has no tolerance band)."""
+    drift_absorb_sd: float = Field(default=0.5, ge=0)
+    """paired_v2: drift estimate less this many standard errors becomes the cost margin."""
+    futility_t: float = -1.0
+    """paired_v2: at a look before the last, a cost t statistic above this stops for futility."""
+    # -- paired (v3) and paired_v2
     min_counted_tasks: int = Field(default=5, ge=2)
     """Fewer counted tasks than this: insufficient evidence."""
-    drift_tolerance: float = Field(default=0.05, ge=0, lt=1)
-    """Comparator cost drift (reused vs fresh evidence) the cost test absorbs: a candidate must be
-    significantly cheaper than the comparator by more than this (or the estimated drift)."""
-    drift_absorb_sd: float = Field(default=0.5, ge=0)
-    """When the drift estimate less this many standard errors exceeds the tolerance, that value
-    becomes the cost margin (see bench_assets/gate/paired2.py)."""
     drift_confidence: float = Field(default=0.95, gt=0.5, lt=1)
-    """One-sided level at which estimated drift beyond the tolerance makes evidence insufficient."""
+    """One-sided level of the drift bound that asks for a comparator re-payment."""
     max_total_spend_ratio: float | None = Field(default=1.0, gt=0)
     """Candidate total spend over comparator total spend (sums of per-task mean metric) above
     this: keep_incumbent; ``None`` reports the ratio without gating on it."""
@@ -719,26 +760,123 @@ class PolicyConfig(_Strict):
     """Count comparator cells of identical identity from earlier generations as extra runs."""
     max_pooled_runs: int = Field(default=9, ge=0, le=100)
     """Most earlier-generation comparator runs pooled per task (newest first)."""
-    max_looks: int = Field(default=1, ge=1, le=5)
-    """Sequential looks at the candidate (paired only): at a look before the last, inconclusive
-    evidence makes the generation pay ``top_up_runs`` more candidate runs per task (new
-    ``<arm>.r<k>`` cells, ``k`` ≥ ``runs``) and look again; drift beyond the tolerance makes it
-    re-pay the comparator's reused cells fresh. The levels are split over ``max_looks``. One look
-    by default: on the calibration's frontier, two or three looks with top-ups reach no better
-    power for the same worse-candidate rate and pay more cells (the Bonferroni split costs what
-    the extra runs buy at this size)."""
-    top_up_runs: int = Field(default=2, ge=1, le=20)
-    """Candidate runs per task added before each further look (new ``<arm>.r<k>`` cells)."""
-    futility_t: float = -1.0
-    """At a look before the last, a cost t statistic above this stops for futility."""
+    max_looks: int = Field(default=4, ge=1, le=10)
+    """Looks at the candidate: the first after the planned ``runs``, then one after each top-up
+    of ``top_up_runs`` more candidate runs per task (new ``<arm>.r<k>`` cells, ``k`` ≥ ``runs``),
+    so at most ``runs + (max_looks − 1)·top_up_runs`` candidate runs per task. Gate v3 spends
+    its errors over the looks (``spending``); paired_v2 splits them evenly (its calibrated point
+    is one look)."""
+    top_up_runs: int = Field(default=1, ge=1, le=20)
+    """Candidate runs per task added before each further look."""
+    mutually_unresolved: Literal["count"] = "count"
+    """Preregistered handling of tasks neither arm resolved: ``count`` keeps them in every
+    statistic (dropping them after seeing the outcome would hide a candidate breaking them)."""
+    # -- every policy (the driver's)
     requeue_insufficient: int = Field(default=2, ge=0, le=10)
     """A queued candidate whose every decision was insufficient_evidence stays queued and is
     evaluated again (after every never-evaluated candidate) up to this many more times."""
     retries: int = Field(default=2, ge=0, le=5)
     """Re-payments of an excluded (systemic) cell within the generation before deciding."""
-    mutually_unresolved: Literal["count"] = "count"
-    """Preregistered handling of tasks neither arm resolved: ``count`` keeps them in every
-    statistic (dropping them after seeing the outcome would hide a candidate breaking them)."""
+
+    @model_validator(mode="after")
+    def _only_fields_the_policy_reads(self) -> "PolicyConfig":
+        reads = POLICY_READS[self.name]
+        ignored = sorted(f for f in self.model_fields_set if f not in reads)
+        if ignored:
+            hints = [
+                f"{f} (the {self.name} policy reads {POLICY_RENAMED[f]})"
+                if POLICY_RENAMED.get(f) in reads
+                else f
+                for f in ignored
+            ]
+            raise ValueError(
+                f"policy {self.name!r} does not read {', '.join(hints)}: a setting it ignores "
+                "would be a silent default; remove it, or choose the policy that reads it"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _dump_what_the_policy_reads(self, handler: SerializerFunctionWrapHandler) -> object:
+        """A stored policy holds only the settings its policy reads, so it validates again."""
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        reads = POLICY_READS[self.name]
+        return {k: v for k, v in data.items() if k in reads}
+
+
+_POLICY_COMMON = frozenset(
+    {
+        "name",
+        "metric",
+        "min_runs",
+        "min_improvement",
+        "min_gated_share",
+        "quality_floor",
+        "requeue_insufficient",
+        "retries",
+    }
+)
+_PAIRED_FAMILY = frozenset(
+    {
+        "min_counted_tasks",
+        "drift_confidence",
+        "max_total_spend_ratio",
+        "pooled_history",
+        "max_pooled_runs",
+        "max_looks",
+        "top_up_runs",
+        "mutually_unresolved",
+    }
+)
+POLICY_READS: dict[str, frozenset[str]] = {
+    "paired": _POLICY_COMMON
+    | _PAIRED_FAMILY
+    | {
+        "resolve_margin",
+        "resolve_error",
+        "cost_error",
+        "futility_error",
+        "spending",
+        "drift_prior_sd",
+        "drift_repay_above",
+        "regression_error",
+    },
+    "paired_v2": _POLICY_COMMON
+    | _PAIRED_FAMILY
+    | {
+        "v2_noninferiority_confidence",
+        "v2_resolve_margin",
+        "v2_confidence",
+        "drift_tolerance",
+        "drift_absorb_sd",
+        "futility_t",
+    },
+    "paired_v1": _POLICY_COMMON
+    | {
+        "resolve_margin",
+        "ungated_spend_cap",
+        "confidence",
+        "noninferiority_confidence",
+        "bootstrap_samples",
+        "seed",
+    },
+    "strict": _POLICY_COMMON | {"efficiency_regression_cap", "ungated_spend_cap"},
+}
+"""The :class:`PolicyConfig` fields each policy reads; setting any other is an error."""
+
+POLICY_RENAMED: dict[str, str] = {
+    "v2_resolve_margin": "resolve_margin",
+    "v2_noninferiority_confidence": "resolve_error",
+    "v2_confidence": "cost_error",
+    "drift_tolerance": "drift_prior_sd",
+    "drift_absorb_sd": "drift_prior_sd",
+    "futility_t": "futility_error",
+    "noninferiority_confidence": "resolve_error",
+    "confidence": "cost_error",
+    "seed": "nothing random",
+}
+"""Where the setting a policy ignores lives in the policy that does read it (for the error)."""
 
 
 class ReviewPolicyConfig(_Strict):

@@ -688,7 +688,7 @@ def test_decision_is_deterministic_and_recomputable(policy: PolicyConfig) -> Non
 def test_decision_json_carries_schema_and_policy() -> None:
     d = decide(gate(world()))
     data = json.loads(d.model_dump_json())
-    assert data["schema_version"] == 3
+    assert data["schema_version"] == 4
     assert data["policy_name"] == "paired_v1"
     assert data["policy"] == PAIRED.model_dump(mode="json")
     assert data["metric_warning"] is None
@@ -811,6 +811,7 @@ def test_the_demo_evidence_promotes_under_its_policy() -> None:
     assert d.paired_v2 is not None and d.paired_v2.resolve is not None
     assert d.paired_v2.resolve.difference.estimate > 0
     # The original harness's floor would keep the incumbent on the same evidence.
-    assert decide(gate(w, policy.model_copy(update={"name": "strict"}))).decision == (
-        "keep_incumbent"
+    strict = PolicyConfig(
+        name="strict", min_runs=policy.min_runs, min_improvement=policy.min_improvement
     )
+    assert decide(gate(w, strict)).decision == "keep_incumbent"

@@ -1,5 +1,6 @@
-"""Gate v2 (``paired``, the default): each issue-13 defect (E1–E9) is built as an attack or a
-degenerate world and shown not to promote, next to a control that does."""
+"""Gate v2 (``paired_v2``; the default until issue 23): each issue-13 defect (E1–E9) is built as an
+attack or a degenerate world and shown not to promote, next to a control that does. Gate v3, the
+default ``paired``, is tested in tests/test_gate_v3.py."""
 
 import datetime as dt
 import math
@@ -11,9 +12,9 @@ from bench_assets.gate import Decision, GateInput, RunOutcome, decide
 from bench_assets.models import PolicyConfig
 from tests.test_gate import CAND, INC, NOW, Cells, costs, gate, row, rules, runs, world
 
-ONE_LOOK = PolicyConfig(name="paired", max_looks=1)
-"""One look: the gate decides on the planned runs."""
-V2 = PolicyConfig(name="paired", max_looks=2)
+ONE_LOOK = PolicyConfig(name="paired_v2", max_looks=1, top_up_runs=2)
+"""One look: the gate decides on the planned runs (v2's calibrated point)."""
+V2 = PolicyConfig(name="paired_v2", max_looks=2, top_up_runs=2)
 """Two sequential looks (the generation pays the top-ups, tests/test_sequential_looks.py)."""
 
 
@@ -45,7 +46,7 @@ def pooled(task: str, n: int, base: float, *, resolved: bool = True, drift: floa
 def test_control_ten_tasks_cheaper_promotes_with_statistics() -> None:
     d = v2(world(10))
     assert d.decision == "promote", d.reasons
-    assert d.policy_name == "paired" and d.paired_v2 is not None and d.paired is None
+    assert d.policy_name == "paired_v2" and d.paired_v2 is not None and d.paired is None
     s = d.paired_v2
     assert s.resolve is not None and s.resolve.verdict == "non_inferior"
     assert s.cost is not None and s.cost.verdict == "improved"

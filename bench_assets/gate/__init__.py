@@ -68,14 +68,25 @@ margin ≥ 2 → promote; else median ≥ ``100·min_improvement`` → promote; 
 The paired-only settings (``resolve_margin``, the confidences, the bootstrap) are not used: the
 original allowed no per-task drop at all.
 
-``paired`` (default) — gate v2
+``paired`` (default) — gate v3
 ------------------------------
-Issue 13's rules, in :mod:`bench_assets.gate.paired2` (whose docstring is their authoritative
-description): a cluster-t resolve bound with a binomial variance floor, the comparator's pooled
-history and its drift against fresh runs, missing cells never passing, a zero-variance guard,
-``min_counted_tasks``, total spend, Bonferroni-only veto, sequential looks. The common rules above
-apply except the per-task run rules (v2 has its own) and the mutually-unresolved exemption (v2
-counts those tasks, preregistered).
+Issue 23's rules, in :mod:`bench_assets.gate.paired3` (whose docstring is their authoritative
+description): one resolve margin (``resolve_margin``), a group-sequential design with
+Lan–DeMets error spending over the looks and a mirror-image futility boundary, a drift-robust
+(difference-in-differences) cost test with no tolerance band, a last look that answers, and v2's
+per-task evidence rules, pooled history, total spend and Bonferroni veto. A setting the chosen
+policy does not read is refused by :class:`~bench_assets.models.PolicyConfig`.
+:mod:`bench_assets.gate.power` says before any spending what a suite can promise under it.
+
+``paired_v2`` — gate v2 (issue 13), kept for comparison
+-------------------------------------------------------
+In :mod:`bench_assets.gate.paired2`: a cluster-t resolve bound with a binomial variance floor
+against ``v2_resolve_margin``, the comparator's pooled history and its drift against fresh runs
+(absorbed up to ``drift_tolerance``), missing cells never passing, a zero-variance guard,
+``min_counted_tasks``, total spend, Bonferroni-only veto, Bonferroni-split looks. A decision
+stored before schema 4 under the name ``paired`` reads back as ``paired_v2``. The common rules
+above apply to both paired versions except the per-task run rules (they have their own) and the
+mutually-unresolved exemption (they count those tasks, preregistered).
 
 ``paired_v1`` — the issue-4 rules, kept for comparison
 ------------------------------------------------------
@@ -132,7 +143,7 @@ import datetime as dt
 from fractions import Fraction
 
 from bench_assets.errorkinds import is_excluded
-from bench_assets.gate import folding, integrity, paired, paired2, strict
+from bench_assets.gate import folding, integrity, paired, paired2, paired3, strict
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     SCHEMA_VERSION,
@@ -316,7 +327,7 @@ def decide(inp: GateInput) -> Decision:
             )
         )
 
-    v2 = policy.name == "paired"
+    v2 = policy.name in ("paired", "paired_v2")
     outcomes = paired2.select_outcomes(inp) if v2 else list(inp.outcomes)
     integrity_check = integrity.check(inp, outcomes, findings)
     tasks = folding.fold(inp.model_copy(update={"outcomes": outcomes}))
@@ -393,8 +404,10 @@ def decide(inp: GateInput) -> Decision:
         strict.check_set(policy, strict_stats, findings)
     elif policy.name == "paired_v1":
         paired_stats = paired.check_set(inp, tasks, findings)
-    else:
+    elif policy.name == "paired_v2":
         v2_stats, step = paired2.check_set(inp, tasks, outcomes, findings)
+    else:
+        v2_stats, step = paired3.check_set(inp, tasks, outcomes, findings)
 
     decision = _verdict(findings)
     decisive = [f.message for f in findings if f.effect in _DECISIVE[decision]]

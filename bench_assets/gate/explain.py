@@ -61,6 +61,23 @@ def v2_lines(d: Decision) -> list[str]:
             f"bounds [{_pct_log(dr.lower)}, {_pct_log(dr.upper)}], tolerance "
             f"{pct(dr.tolerance)}: {dr.verdict}; cost margin {_pct_log(s.cost_margin)}"
         )
+    if s.cost_weight is not None:
+        cw = s.cost_weight
+        bias = "n/a" if cw.worst_bias is None else _pct_log(cw.worst_bias)
+        out.append(
+            f"cost comparator level: {cw.weight_fresh:.2f} fresh + {1 - cw.weight_fresh:.2f} old "
+            f"(difference in differences; a drift of {_pct_log(cw.drift_prior_sd)} would leave "
+            f"{bias})"
+        )
+    if s.sequential is not None:
+        sq = s.sequential
+        out.append(
+            f"design: {sq.max_looks} look(s), {sq.first_runs} to {sq.max_candidate_runs} "
+            f"candidate runs per task, {sq.spending} spending of resolve error "
+            f"{sq.resolve_error:g} / cost error {sq.cost_error:g} (futility {sq.futility_error:g});"
+            f" spent so far {sq.resolve_spent:.4g} / {sq.cost_spent:.4g}"
+            + ("; this is the last look" if sq.last_look else "")
+        )
     ts = s.total_spend
     ratio = "n/a" if ts.ratio is None else f"{ts.ratio:.3f}x"
     limit = "report only" if ts.limit is None else f"limit {ts.limit:g}x"
@@ -69,9 +86,16 @@ def v2_lines(d: Decision) -> list[str]:
         out.append(f"mutually unresolved (counted): {', '.join(s.mutually_unresolved)}")
     for lk in s.looks:
         t = "n/a" if lk.cost_t is None else f"{lk.cost_t:.2f}"
+        info = (
+            ""
+            if lk.information_resolve is None
+            else f"information resolve {lk.information_resolve:.2f} / cost "
+            f"{lk.information_cost or 0:.2f}, "
+        )
         out.append(
             f"look {lk.look}/{lk.max_looks}: {lk.candidate_runs_per_task} candidate runs per "
-            f"task, alpha cost {lk.alpha_cost:.4g} / resolve {lk.alpha_resolve:.4g}, cost t {t} "
+            f"task, {info}alpha cost {lk.alpha_cost:.4g} / resolve {lk.alpha_resolve:.4g}, "
+            f"cost t {t} "
             f"({lk.cost_verdict or 'not run'}), resolve {lk.resolve_verdict or 'not run'} -> "
             f"{lk.action}"
         )

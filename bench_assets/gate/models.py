@@ -10,12 +10,15 @@ from typing import Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from bench_assets.errorkinds import ErrorKind
-from bench_assets.models import PolicyConfig
+from bench_assets.models import POLICY_READS, PolicyConfig
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Version of the :class:`Decision` JSON layout. 2: gate v2 (``paired_v2``, ``next_action``).
 3: ``integrity`` (cheat counts per arm and the integrity veto) and the ``veto`` effect; a stored
-schema-2 decision reads back with ``integrity`` ``None`` (not recorded, never "no cheat")."""
+schema-2 decision reads back with ``integrity`` ``None`` (not recorded, never "no cheat").
+4: gate v3 is the ``paired`` policy (its statistics in ``paired_v2`` with ``gate_version`` 3,
+``sequential`` and ``cost_weight``); a stored decision of schema ≤ 3 named ``paired`` was decided
+by the v2 rules and reads back as ``paired_v2``."""
 
 DecisionKind = Literal["promote", "keep_incumbent", "insufficient_evidence"]
 Effect = Literal["veto", "insufficient", "keep", "inconclusive", "pass", "info"]
@@ -375,10 +378,54 @@ class Look(_Model):
     cost_verdict: str | None
     resolve_verdict: str | None
     action: Literal["decide", "top_up", "futility", "repay_comparator"]
+    information_resolve: float | None = None
+    """Gate v3: the resolve test's observed information fraction at this look (1 at the last);
+    ``None`` for a v2 look."""
+    information_cost: float | None = None
+    """Gate v3: the cost test's observed information fraction at this look."""
+    futility_resolve: float | None = None
+    """Gate v3: the resolve test's one-sided futility level at this look (0: none)."""
+    futility_cost: float | None = None
+    """Gate v3: the cost test's one-sided futility level at this look (0: none)."""
+
+
+class SequentialDesign(_Model):
+    """Gate v3: the preregistered group-sequential design a decision was taken under."""
+
+    max_looks: int
+    first_runs: int
+    """Candidate runs per task at the first look (the bench's ``runs``)."""
+    top_up_runs: int
+    max_candidate_runs: int
+    """Candidate runs per task at the last look."""
+    spending: str
+    resolve_error: float
+    cost_error: float
+    futility_error: float
+    resolve_spent: float
+    """The resolve error spent up to and including this look."""
+    cost_spent: float
+    last_look: bool
+
+
+class CostWeight(_Model):
+    """Gate v3: how the cost test's comparator level mixes fresh and old (reused, pooled) runs:
+    ``(1 − w)·old + w·fresh`` per task, the drift-robust difference in differences."""
+
+    weight_fresh: float
+    """``w``; 1 reads only the fresh gate canaries, 0 pools as if nothing drifted."""
+    var_old: float | None
+    """A: variance of the mean log metric of the old runs (over tasks), ``None`` without any."""
+    var_fresh: float | None
+    """F: the same for the fresh comparator runs."""
+    drift_prior_sd: float
+    """B: the preregistered drift the weight withstands (``drift_prior_sd``)."""
+    worst_bias: float | None
+    """Bias left in the cost estimate by a drift of B: ``(1 − w)·B`` (log scale)."""
 
 
 class PairedV2Statistics(_Model):
-    """The v2 paired policy's statistics over the counted tasks."""
+    """The paired family's statistics over the counted tasks (gate v2 and v3)."""
 
     counted_tasks: int
     min_counted_tasks: int
@@ -393,6 +440,12 @@ class PairedV2Statistics(_Model):
     pooled: PooledHistory
     total_spend: SpendRatio
     looks: list[Look]
+    gate_version: Literal[2, 3] = 2
+    """Which rules: 2 (``paired_v2``, and ``paired`` before schema 4) or 3 (``paired``)."""
+    sequential: SequentialDesign | None = None
+    """Gate v3: the group-sequential design and what this look spent."""
+    cost_weight: CostWeight | None = None
+    """Gate v3: the drift-robust comparator level of the cost test."""
 
 
 class StrictStatistics(_Model):
@@ -482,7 +535,7 @@ class Decision(_Model):
 
     schema_version: int = SCHEMA_VERSION
     decision: DecisionKind
-    policy_name: Literal["paired", "paired_v1", "strict"]
+    policy_name: Literal["paired", "paired_v2", "paired_v1", "strict"]
     policy: PolicyConfig
     model: str
     incumbent_arm: str
@@ -511,6 +564,24 @@ class Decision(_Model):
     the tolerance; the generation re-pays the comparator's reused cells fresh and looks again.
     Either way this look's decision is insufficient_evidence."""
     evidence: list[EvidenceCell]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _before_schema_4(cls, data: object) -> object:
+        """A decision stored before schema 4 reads back under the rules it was decided by: one
+        named ``paired`` as ``paired_v2`` (its policy too), and its stored policy keeps only the
+        settings that policy reads (the others had no effect on it, and some defaults moved)."""
+        if not isinstance(data, dict) or data.get("schema_version", SCHEMA_VERSION) >= 4:
+            return data
+        name = data.get("policy_name")
+        if name == "paired":
+            name = "paired_v2"
+        out = {**data, "policy_name": name}
+        policy = data.get("policy")
+        if isinstance(policy, dict) and name in POLICY_READS:
+            out["policy"] = {k: v for k, v in policy.items() if k in POLICY_READS[name]}
+            out["policy"]["name"] = name
+        return out
 
 
 GateInput.model_rebuild()

@@ -1,0 +1,513 @@
+"""The ``paired`` policy, gate v3 (the default; issue 23). ``paired_v2`` keeps issue 13's rules.
+
+Why a v3: gate v2's drift tolerance let the bias of old comparator cells through once the cost
+test was precise (false promotions grew with the suite), its resolve margin was a second field
+that hid 10-point drops, its Bonferroni split of the looks bought nothing, and its veto could not
+fire. ``bench/gate_calibration.py`` measures every rule below at 10, 20, 50 and 200 tasks.
+
+The per-task evidence rules, the pooled history, the total-spend rule and the integrity veto are
+v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min_counted_tasks``):
+
+1. **A group-sequential design.** Look ``k`` (``GateInput.look``) comes after
+   ``m_k = runs + (k − 1)·top_up_runs`` candidate runs per task, at most ``max_looks`` looks. Each
+   test's *observed information fraction* is ``t_k = V(M)/V(m_k)``, its variance of the mean at
+   the last look's ``M`` runs over its variance at ``m_k`` (the binomial and run-level variance
+   components of this look's evidence; 1 at the last look). Its error is spent by Lan–DeMets
+   (``spending``, O'Brien–Fleming type by default) over the fractions of looks ``1..k``
+   (:mod:`bench_assets.gate.sequential`); the boundary becomes a one-sided nominal level
+   ``a_k``, read through Student's t with ``n − 1`` degrees of freedom. The mirror-image
+   futility boundary spends ``futility_error`` the same way (level ``f_k``; none at the last
+   look). A look that asks to re-pay the comparator spends nothing.
+2. **Resolve non-inferiority** (``resolve_margin``, the one margin; ``resolve_error`` over all
+   looks). ``d_t`` = candidate rate − comparator rate; cluster t with v2's binomial variance
+   floor. Lower bound at ``1 − a_k`` ≥ −margin → non-inferior. Futility (before the last look):
+   the upper bound at ``1 − f_k`` below 0 — the candidate resolves less at all → keep.
+3. **Cost, drift-robust.** Per task the comparator level is ``(1 − w)·ō_t + w·f̄_t`` (mean log
+   metric of its old — reused and pooled — and of its fresh runs; fresh only or old only when it
+   has one kind, an old-only task corrected by ``w·δ̂``), ``x_t`` = mean log candidate − that.
+   ``w = (A + B²)/(A + B² + F)``: A and F the variances of the old and fresh means over tasks,
+   B = ``drift_prior_sd``. This is the difference in differences between fresh canaries and old
+   cells (``w = 1``: only fresh canaries, unbiased for any drift) shrunk towards pooling by what
+   a drift of B would cost; no tolerance band. As the suite grows A and F shrink, ``w`` → 1, so
+   the bias ``(1 − w)·drift`` shrinks faster than the test's standard error. SE = max(cluster
+   SD/√n, run-level floor ``s²·Σ(1/m + (1 − w)²/o + w²/f)/n``); SE = 0 is insufficient. Improved
+   when the upper bound at ``1 − a_k`` is below 0 and ``1 − exp(x̄) ≥ min_improvement``; keep
+   when the lower bound at ``1 − f_k`` (at the last look ``1 − a_k``) is above
+   ``log(1 − min_improvement)``.
+4. **Drift** (reported; re-pays when large). ``δ_t`` = mean log old − mean log fresh comparator
+   run, ``δ̂`` their mean (larger of cluster and run-level SE). Its one-sided
+   ``drift_confidence`` lower bound above ``log(1 + drift_repay_above)``: the generation re-pays
+   the comparator's reused cells fresh and sets the pooled history aside (once; for power — the
+   cost test is already corrected). Old evidence with no fresh run on any task: insufficient.
+5. **Per-task regression veto** (keep): one-sided Fisher p ≤ ``regression_error``/n on a task,
+   at every look (v2's rule; at 3 vs 3 runs it cannot fire — see the calibration for its power
+   at the maximum runs).
+6. **The last look decides.** At a look before the last, only-inconclusive evidence tops up
+   (``next_action = top_up``); at the last look a test that has not passed is *keep*: the design
+   has answered, and a later generation re-testing the same candidate would spend the error
+   again.
+"""
+
+import math
+import statistics
+
+from bench_assets.gate import paired2
+from bench_assets.gate.folding import Task
+from bench_assets.gate.models import (
+    Bounds,
+    CostTest,
+    CostWeight,
+    DriftEstimate,
+    Finding,
+    GateInput,
+    Look,
+    PairedV2Statistics,
+    ResolveBound,
+    RunOutcome,
+    SequentialDesign,
+)
+from bench_assets.gate.numerics import pct, t_cdf, t_quantile
+from bench_assets.gate.sequential import nominal, spent
+
+NextStep = paired2.NextStep
+Rows = dict[tuple[str, str], list[RunOutcome]]
+
+
+def _split(rows: Rows, task: str, arm: str) -> tuple[list[float], list[float]]:
+    comp = rows.get((task, arm), [])
+    fresh = paired2._logs(o for o in comp if not o.reused and not o.pooled)
+    old = paired2._logs(o for o in comp if o.reused or o.pooled)
+    return fresh, old
+
+
+def _mean(xs: list[float]) -> float:
+    return math.fsum(xs) / len(xs)
+
+
+def _drift(tasks: list[Task], inp: GateInput, rows: Rows) -> DriftEstimate:
+    policy = inp.policy
+    deltas: list[float] = []
+    groups: list[list[float]] = []
+    pairs: list[tuple[int, int]] = []
+    any_old = False
+    for t in tasks:
+        fresh, old = _split(rows, t.task, inp.incumbent_arm)
+        groups += [g for g in (fresh, old) if g]
+        any_old = any_old or bool(old)
+        if fresh and old:
+            deltas.append(_mean(old) - _mean(fresh))
+            pairs.append((len(fresh), len(old)))
+    base = {
+        "tasks": len(deltas),
+        "fresh_runs": sum(f for f, _ in pairs),
+        "old_runs": sum(o for _, o in pairs),
+        "level": policy.drift_confidence,
+        "tolerance": policy.drift_repay_above,
+    }
+    if not any_old:
+        return DriftEstimate(**base, estimate=None, upper=None, lower=None, verdict="none_reused")  # type: ignore[arg-type]
+    if not deltas:
+        return DriftEstimate(**base, estimate=None, upper=None, lower=None, verdict="unmeasured")  # type: ignore[arg-type]
+    s2, df_within = paired2._within_variance(groups)
+    k = len(deltas)
+    mean = _mean(deltas)
+    se_floor = math.sqrt(math.fsum(s2 * (1 / f + 1 / o) for f, o in pairs)) / k
+    se_cluster = statistics.stdev(deltas) / math.sqrt(k) if k >= 2 else 0.0
+    if se_cluster > se_floor:
+        se, df = se_cluster, k - 1
+    else:
+        se, df = se_floor, max(1, df_within)
+    q = t_quantile(policy.drift_confidence, df)
+    lo, hi = mean - q * se, mean + q * se
+    verdict = "exceeded" if lo > math.log1p(policy.drift_repay_above) else "within"
+    return DriftEstimate(**base, estimate=mean, upper=hi, lower=lo, se=se, verdict=verdict)  # type: ignore[arg-type]
+
+
+class _Schedule:
+    """The design's runs per look and the information fractions of looks ``1..look``."""
+
+    def __init__(self, inp: GateInput, counted: list[Task]) -> None:
+        policy = inp.policy
+        self.look = min(inp.look, policy.max_looks)
+        self.max_looks = policy.max_looks
+        self.last = self.look >= policy.max_looks
+        n = max(1, len(counted))
+        self.now = sum(t.cand.valid for t in counted) / n
+        step = policy.top_up_runs
+        self.first = max(1.0, self.now - (self.look - 1) * step)
+        self.runs = [max(1.0, self.now - (self.look - j) * step) for j in range(1, self.look + 1)]
+        self.final = self.now + (policy.max_looks - self.look) * step
+
+    def fractions(self, fixed: float, per_run: float) -> list[float]:
+        """``V(M)/V(m_j)`` for a variance ``fixed + per_run/m`` (1 at the last look)."""
+        out = []
+        for j, m in enumerate(self.runs, start=1):
+            if self.last and j == self.look:
+                out.append(1.0)
+                continue
+            v_m = fixed + per_run / m
+            out.append((fixed + per_run / self.final) / v_m if v_m > 0 else 1.0)
+        return out
+
+
+def _levels(policy_error: float, futility: float, ts: list[float], kind: str, last: bool):  # type: ignore[no-untyped-def]
+    a = nominal(ts, policy_error, kind)
+    f = 0.0 if last or futility <= 0 else nominal(ts, futility, kind)
+    return a, f
+
+
+def _resolve(
+    counted: list[Task], inp: GateInput, sched: _Schedule, findings: list[Finding]
+) -> tuple[ResolveBound, float, float, float]:
+    policy = inp.policy
+    n = len(counted)
+    d = [t.cand.resolved / t.cand.valid - t.inc.resolved / t.inc.valid for t in counted]
+    mean = _mean(d)
+    se_cluster = statistics.stdev(d) / math.sqrt(n)
+    floor = fixed = per_run = 0.0
+    for t in counted:
+        pc = (t.cand.resolved + 0.5) / (t.cand.valid + 1)
+        pi = (t.inc.resolved + 0.5) / (t.inc.valid + 1)
+        floor += pc * (1 - pc) / t.cand.valid + pi * (1 - pi) / t.inc.valid
+        fixed += pi * (1 - pi) / t.inc.valid
+        per_run += pc * (1 - pc)
+    se_floor = math.sqrt(floor) / n
+    se = max(se_cluster, se_floor)
+    ts = sched.fractions(fixed, per_run)
+    a, f = _levels(policy.resolve_error, policy.futility_error, ts, policy.spending, sched.last)
+    df = n - 1
+    q = t_quantile(1 - a, df) if a > 0 else math.inf
+    lower, upper = mean - q * se, mean + q * se
+    margin = policy.resolve_margin
+    futile = f > 0 and mean + t_quantile(1 - f, df) * se < 0
+    if lower >= -margin:
+        verdict, effect, ending = "non_inferior", "pass", "non-inferior."
+    elif futile:
+        verdict, effect = "inferior", "keep"
+        ending = (
+            f"futility: the one-sided {1 - f:.4g} upper bound is below 0 (the candidate "
+            "resolves less at all)."
+        )
+    elif sched.last:
+        verdict, effect = "inconclusive", "keep"
+        ending = "non-inferiority not shown at the design's last look."
+    else:
+        verdict, effect, ending = "inconclusive", "inconclusive", "non-inferiority not shown yet."
+    findings.append(
+        Finding(
+            rule="noninferiority",
+            effect=effect,  # type: ignore[arg-type]
+            task=None,
+            message=f"resolve rate: candidate − comparator = {mean:+.3f} over {n} tasks, look "
+            f"{sched.look}/{sched.max_looks} (information {ts[-1]:.2f}), one-sided "
+            f"{1 - a:.4g} bounds [{lower:+.3f}, {upper:+.3f}] (cluster t, SE {se:.3f} = "
+            f"max(cluster {se_cluster:.3f}, binomial floor {se_floor:.3f})), margin "
+            f"−{margin:g}: {ending}",
+        )
+    )
+    bound = ResolveBound(
+        tasks=n,
+        difference=Bounds(estimate=mean, lower=lower, upper=upper, level=1 - a),
+        se_cluster=se_cluster,
+        se_binomial_floor=se_floor,
+        margin=margin,
+        verdict=verdict,  # type: ignore[arg-type]
+    )
+    return bound, ts[-1], a, f
+
+
+def _weight(counted: list[Task], inp: GateInput, rows: Rows, s2: float) -> tuple[float, CostWeight]:
+    n = max(1, len(counted))
+    inv_old = inv_fresh = 0.0
+    with_old = with_fresh = 0
+    for t in counted:
+        fresh, old = _split(rows, t.task, inp.incumbent_arm)
+        if old:
+            inv_old += 1 / len(old)
+            with_old += 1
+        if fresh:
+            inv_fresh += 1 / len(fresh)
+            with_fresh += 1
+    b2 = inp.policy.drift_prior_sd**2
+    a = s2 * inv_old / n**2 if with_old else None
+    f = s2 * inv_fresh / n**2 if with_fresh else None
+    if a is None or f is None:
+        w = 1.0 if f is not None else 0.0
+    else:
+        w = (a + b2) / (a + b2 + f) if a + b2 + f > 0 else 1.0
+    worst = None if a is None else (1 - w) * inp.policy.drift_prior_sd
+    return w, CostWeight(
+        weight_fresh=w,
+        var_old=a,
+        var_fresh=f,
+        drift_prior_sd=inp.policy.drift_prior_sd,
+        worst_bias=worst,
+    )
+
+
+def _cost(
+    counted: list[Task],
+    inp: GateInput,
+    rows: Rows,
+    drift: DriftEstimate,
+    sched: _Schedule,
+    findings: list[Finding],
+) -> tuple[CostTest | None, CostWeight, float, float, float]:
+    policy = inp.policy
+    n = len(counted)
+    groups: list[list[float]] = []
+    parts: list[tuple[list[float], list[float], list[float]]] = []
+    for t in counted:
+        cand = paired2._logs(rows.get((t.task, inp.candidate_arm), []))
+        fresh, old = _split(rows, t.task, inp.incumbent_arm)
+        groups += [g for g in (cand, fresh, old) if g]
+        parts.append((cand, fresh, old))
+    s2, _ = paired2._within_variance(groups)
+    w, weight = _weight(counted, inp, rows, s2)
+    delta = drift.estimate or 0.0
+    delta_var = (drift.se or 0.0) ** 2
+    xs: list[float] = []
+    floor = fixed = per_run = 0.0
+    old_only = 0
+    for cand, fresh, old in parts:
+        c = _mean(cand)
+        per_run += s2
+        if fresh and old:
+            xs.append(c - (1 - w) * _mean(old) - w * _mean(fresh))
+            comp = (1 - w) ** 2 / len(old) + w**2 / len(fresh)
+        elif fresh:
+            xs.append(c - _mean(fresh))
+            comp = 1 / len(fresh)
+        else:
+            xs.append(c - _mean(old) + w * delta)
+            comp = 1 / len(old)
+            old_only += 1
+        floor += s2 * (1 / len(cand) + comp)
+        fixed += s2 * comp
+    floor += (old_only * w) ** 2 * delta_var
+    mean = _mean(xs)
+    sd = statistics.stdev(xs)
+    se = max(sd / math.sqrt(n), math.sqrt(floor) / n)
+    ts = sched.fractions(fixed, per_run)
+    a, f = _levels(policy.cost_error, policy.futility_error, ts, policy.spending, sched.last)
+    if se == 0.0:
+        findings.append(
+            Finding(
+                rule="zero_variance",
+                effect="insufficient",
+                task=None,
+                message=f"{policy.metric}: every run of every counted task has the same ratio "
+                "and no run-level spread; a t test would claim certainty it does not have.",
+            )
+        )
+        return None, weight, ts[-1], a, f
+    df = n - 1
+    q = t_quantile(1 - a, df) if a > 0 else math.inf
+    bounds = Bounds(estimate=mean, lower=mean - q * se, upper=mean + q * se, level=1 - a)
+    t_stat = mean / se
+    improvement = Bounds(
+        estimate=-math.expm1(mean),
+        lower=-math.expm1(bounds.upper),
+        upper=-math.expm1(bounds.lower),
+        level=bounds.level,
+    )
+    need = math.log1p(-policy.min_improvement)
+    keep_level = a if sched.last else f
+    keep_lower = mean - t_quantile(1 - keep_level, df) * se if keep_level > 0 else -math.inf
+    if bounds.upper < 0 and improvement.estimate >= policy.min_improvement:
+        verdict, effect, ending = "improved", "pass", "significant improvement."
+    elif keep_lower > need:
+        verdict, effect = "not_improved", "keep"
+        ending = (
+            f"the one-sided {1 - keep_level:.4g} lower bound shows less than the required saving."
+        )
+    elif sched.last:
+        verdict, effect, ending = "inconclusive", "keep", "improvement not shown at the last look."
+    else:
+        verdict, effect, ending = "inconclusive", "inconclusive", "improvement not shown yet."
+    findings.append(
+        Finding(
+            rule="cost_improvement",
+            effect=effect,  # type: ignore[arg-type]
+            task=None,
+            message=f"{policy.metric}: candidate/comparator geometric-mean ratio saves "
+            f"{pct(improvement.estimate)} over {n} tasks (comparator level {w:.2f}·fresh + "
+            f"{1 - w:.2f}·old, drift-robust), look {sched.look}/{sched.max_looks} (information "
+            f"{ts[-1]:.2f}), one-sided {bounds.level:.4g} bounds [{pct(improvement.lower)}, "
+            f"{pct(improvement.upper)}] (t = {t_stat:.2f}), must clear 0 and estimate "
+            f"{pct(policy.min_improvement)}: {ending}",
+        )
+    )
+    test = CostTest(
+        tasks=n,
+        log_ratio=bounds,
+        sd=sd,
+        df=df,
+        t_statistic=t_stat,
+        p_value_two_sided=min(1.0, 2.0 * t_cdf(-abs(t_stat), df)),
+        p_value_cheaper=t_cdf(t_stat, df),
+        improvement=improvement,
+        required_improvement=policy.min_improvement,
+        verdict=verdict,  # type: ignore[arg-type]
+    )
+    return test, weight, ts[-1], a, f
+
+
+def check_set(
+    inp: GateInput, tasks: list[Task], outcomes: list[RunOutcome], findings: list[Finding]
+) -> tuple[PairedV2Statistics, NextStep]:
+    """The v3 set rules; returns the statistics and what the generation does next."""
+    policy = inp.policy
+    rows: Rows = {}
+    for o in outcomes:
+        rows.setdefault((o.task, o.arm), []).append(o)
+    counted = [t for t in tasks if t.counted]
+    unresolved = [t.task for t in counted if t.inc.resolved == 0 and t.cand.resolved == 0]
+    if unresolved:
+        findings.append(
+            Finding(
+                rule="mutually_unresolved",
+                effect="info",
+                task=None,
+                message=f"mutually unresolved tasks counted as preregistered "
+                f"(mutually_unresolved: {policy.mutually_unresolved}): {', '.join(unresolved)}.",
+            )
+        )
+    paired2.hard_regressions(counted, 1 - policy.regression_error)
+    for t in counted:
+        findings.extend(f for f in t.findings if f.rule == "hard_regression")
+    drift = _drift(tasks, inp, rows)
+    if drift.verdict == "unmeasured":
+        findings.append(
+            Finding(
+                rule="drift",
+                effect="insufficient",
+                task=None,
+                message="reused comparator evidence, but no fresh comparator run on any task to "
+                "measure its drift against (pay gate canaries).",
+            )
+        )
+    elif drift.verdict != "none_reused":
+        assert drift.estimate is not None and drift.lower is not None
+        text = (
+            f"comparator drift (old vs fresh {policy.metric}): {pct(math.expm1(drift.estimate))} "
+            f"over {drift.tasks} task(s) ({drift.fresh_runs} fresh, {drift.old_runs} old runs), "
+            f"one-sided {drift.level:g} lower bound {pct(math.expm1(drift.lower))}; the cost "
+            "test corrects for it (difference in differences)"
+        )
+        if drift.verdict == "exceeded":
+            text += f"; above {pct(policy.drift_repay_above)}: re-pay the comparator's cells"
+        findings.append(Finding(rule="drift", effect="info", task=None, message=text + "."))
+    history = paired2._pooled(counted, inp, outcomes, findings)
+    sched = _Schedule(inp, counted)
+    resolve: ResolveBound | None = None
+    cost: CostTest | None = None
+    weight: CostWeight | None = None
+    info_r = info_c = a_r = a_c = f_r = f_c = None
+    if len(counted) < policy.min_counted_tasks:
+        findings.append(
+            Finding(
+                rule="too_few_tasks",
+                effect="insufficient",
+                task=None,
+                message=f"{len(counted)} counted task(s); the paired policy needs at least "
+                f"{policy.min_counted_tasks} (min_counted_tasks).",
+            )
+        )
+    else:
+        resolve, info_r, a_r, f_r = _resolve(counted, inp, sched, findings)
+        cost, weight, info_c, a_c, f_c = _cost(counted, inp, rows, drift, sched, findings)
+    spend = paired2._spend(counted, inp, rows, findings)
+
+    effects = {f.effect for f in findings}
+    action: NextStep = "decide"
+    futile = any(
+        f.rule in ("noninferiority", "cost_improvement") and f.effect == "keep" for f in findings
+    )
+    if "veto" in effects:
+        pass  # a measured cheat is final: no look buys more cells for this candidate
+    elif drift.verdict == "exceeded" and not inp.comparator_repaid and "keep" not in effects:
+        action = "repay_comparator"
+        findings.append(
+            Finding(
+                rule="sequential",
+                effect="insufficient",
+                task=None,
+                message=f"look {sched.look}/{sched.max_looks}: the generation re-pays the "
+                "comparator's reused cells fresh, sets its pooled history aside, and the gate "
+                "looks again (this look spends no error).",
+            )
+        )
+    elif not sched.last and futile and "insufficient" not in effects:
+        action = "futility"
+        findings.append(
+            Finding(
+                rule="futility",
+                effect="keep",
+                task=None,
+                message=f"look {sched.look}/{sched.max_looks}: a futility boundary was crossed; "
+                "stopped without top-up.",
+            )
+        )
+    elif (
+        not sched.last
+        and "insufficient" not in effects
+        and "keep" not in effects
+        and "inconclusive" in effects
+    ):
+        action = "top_up"
+        findings.append(
+            Finding(
+                rule="sequential",
+                effect="insufficient",
+                task=None,
+                message=f"look {sched.look}/{sched.max_looks} inconclusive: the planner pays "
+                f"{policy.top_up_runs} more candidate run(s) per task and the gate looks again.",
+            )
+        )
+    look = Look(
+        look=sched.look,
+        max_looks=policy.max_looks,
+        candidate_runs_per_task=min((t.cand.valid for t in counted), default=0),
+        alpha_cost=a_c or 0.0,
+        alpha_resolve=a_r or 0.0,
+        cost_t=None if cost is None else cost.t_statistic,
+        cost_verdict=None if cost is None else cost.verdict,
+        resolve_verdict=None if resolve is None else resolve.verdict,
+        action=action,
+        information_resolve=info_r,
+        information_cost=info_c,
+        futility_resolve=f_r,
+        futility_cost=f_c,
+    )
+    design = SequentialDesign(
+        max_looks=policy.max_looks,
+        first_runs=round(sched.first),
+        top_up_runs=policy.top_up_runs,
+        max_candidate_runs=round(sched.final),
+        spending=policy.spending,
+        resolve_error=policy.resolve_error,
+        cost_error=policy.cost_error,
+        futility_error=policy.futility_error,
+        resolve_spent=spent(policy.resolve_error, info_r or 0.0, policy.spending),
+        cost_spent=spent(policy.cost_error, info_c or 0.0, policy.spending),
+        last_look=sched.last,
+    )
+    stats = PairedV2Statistics(
+        counted_tasks=len(counted),
+        min_counted_tasks=policy.min_counted_tasks,
+        resolve=resolve,
+        cost=cost,
+        cost_margin=0.0,
+        hard_regressions=[t.task for t in tasks if t.hard_regression],
+        mutually_unresolved=unresolved,
+        excluded_candidate_cells=sum(t.cand.excluded for t in tasks),
+        drift=drift,
+        pooled=history,
+        total_spend=spend,
+        looks=[*inp.prior_looks, look],
+        gate_version=3,
+        sequential=design,
+        cost_weight=weight,
+    )
+    return stats, action

@@ -1,29 +1,35 @@
-"""Calibrate the promotion gate: the frontier table of issue 13 (rules in bench_assets.gate).
+"""Calibrate the promotion gate by suite size (issue 23; issue 13's table before it).
 
-One run decides simulated generations under ``strict``, ``paired_v1`` and ``paired`` (gate v2,
-the default) side by side. The worlds come from ``bench/gate_sim.py``, which imports nothing from
-the gate; this script only turns its numbers into :class:`GateInput` and plays the planner:
+One run decides simulated generations under ``strict``, ``paired_v1``, ``paired_v2`` (issue 13,
+at its calibrated point) and ``paired`` (gate v3, the default) side by side. The worlds come from
+``bench/gate_sim.py``, which imports nothing from the gate; this script only turns its numbers
+into :class:`GateInput` and plays the planner and the driver's looks:
 
-* ``strict`` / ``paired_v1`` — the generation as before issue 13: 3 candidate runs per task, the
-  comparator's 3 runs per task reused (the drift applies) except one fresh canary cell, no retry of
-  an excluded cell.
-* ``paired`` — 3 candidate runs per task at the first look, then ``top_up_runs`` more per task
-  while the gate answers ``next_action = top_up`` (at most ``max_looks`` looks); the comparator's
-  3 planned runs per task with ``CANARIES_PER_TASK`` paid fresh and the rest reused, plus
-  ``POOLED_RUNS`` earlier-generation runs per task from the pooled history; every excluded cell is
-  re-paid up to ``retries`` times before the gate looks.
+* ``strict`` / ``paired_v1`` — the generation as before issue 13: the candidate's runs, the
+  comparator's runs reused (the drift applies) except one fresh canary cell, no retry.
+* ``paired`` / ``paired_v2`` — ``--runs`` candidate runs per task at the first look, then
+  ``top_up_runs`` more per task while the gate answers ``next_action = top_up``; a comparator
+  re-payment when it answers ``repay_comparator``. Comparator history ``pooled`` (the steady
+  state: ``CANARIES_PER_TASK`` gate canaries fresh, the other planned runs reused, ``POOLED_RUNS``
+  earlier-generation runs per task) or ``none`` (right after a promotion: every comparator run
+  fresh, nothing pooled). Every excluded cell is re-paid up to ``retries`` times.
 
-Scenarios (10 tasks; ``_hi`` = p in [0.95, 1], otherwise [0.3, 0.95]): ``aa`` identical arms,
-``cheaper20`` a 20 % cost cut, ``worse10_cheaper20`` 20 % cheaper but 10 points worse on every
-task, ``regress1`` 20 % cheaper with one task at p = 0.1, ``drift5``/``drift10`` identical arms
-with the reused comparator evidence 5 %/10 % dearer, ``infra1`` = ``cheaper20`` with 1 % of cells
-failing, ``hetero20`` per-task effects around 20 %, ``heavytail20`` t3 run noise.
+Scenarios (``_hi`` = p in [0.95, 1], otherwise [0.3, 0.95]): ``aa`` identical arms,
+``cheaper20`` a 20 % cost cut, ``worse10_cheaper20`` / ``worse15_cheaper20`` 20 % cheaper but 10 /
+15 points worse on every task, ``regress1`` 20 % cheaper with one task at p = 0.1,
+``drift5``/``drift10`` identical arms with the old comparator evidence 5 %/10 % dearer,
+``infra1`` = ``cheaper20`` with 1 % of cells failing, ``hetero20`` per-task effects around 20 %,
+``heavytail20`` t3 run noise, ``*_failcost``: a run that does not resolve costs 1.5 times more.
 
-``--ni-check`` adds the level of the v2 resolve bound alone at a true drop equal to the margin
-(5 to 100 tasks, ties included): the share declared non-inferior must stay ≤ 1 − level.
+Every rate is printed with its 95 % binomial interval over the pooled seeds (``--seeds``) and
+per seed. ``--suite`` runs issue 23's rows (10, 20, 50 and 200 tasks; both histories);
+``--tasks``/``--histories``/``--runs`` choose others. ``--ni-check`` adds the level of the v3
+resolve bound alone at a true drop equal to the margin. ``--frontier`` sweeps issue 13's
+``paired_v2`` designs.
 
-Run: ``python bench/gate_calibration.py [--generations N] [--json] [--ni-check]``. With
-``--json`` it prints one object ``{"rows": [...]}``, one row per (policy, scenario).
+Run: ``python bench/gate_calibration.py [--generations N] [--seeds K] [--suite] [--json]``.
+With ``--json`` it prints one object ``{"rows": [...]}``, one row per (policy, scenario, tasks,
+runs, history).
 """
 
 import argparse
@@ -46,6 +52,7 @@ from gate_sim import SCENARIOS, Cells, Scenario, World  # noqa: E402
 
 from bench_assets.errorkinds import ErrorKind  # noqa: E402
 from bench_assets.gate import GateInput, RunOutcome, decide  # noqa: E402
+from bench_assets.gate.models import Look  # noqa: E402
 from bench_assets.models import PolicyConfig, ReuseConfig  # noqa: E402
 
 NOW = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
@@ -58,8 +65,14 @@ CHUNK = 100
 POLICIES: dict[str, PolicyConfig] = {
     "strict": PolicyConfig(name="strict"),
     "paired_v1": PolicyConfig(name="paired_v1"),
+    # gate v2 at its calibrated point (issue 13): one look, its own margin and levels
+    "paired_v2": PolicyConfig(name="paired_v2", max_looks=1, top_up_runs=2),
     "paired": PolicyConfig(name="paired"),
 }
+HISTORIES = ("pooled", "none")
+"""``pooled``: the steady state (a gate canary per task fresh, the other planned comparator runs
+reused, ``POOLED_RUNS`` earlier-generation runs per task); ``none``: right after a promotion
+(every comparator run fresh, nothing reused or pooled)."""
 
 
 def _outcomes(
@@ -133,22 +146,28 @@ def play_v1(world: World, policy: PolicyConfig, runs: int = RUNS) -> tuple[str, 
     return d.decision, cand.resolved.size, 1
 
 
-def play_v2(world: World, policy: PolicyConfig, runs: int = RUNS) -> tuple[str, int, int]:
-    """paired v2 as ``wfbench evolve`` plays it (bench_assets/driver/looks.py): canaries +
-    reused + pooled comparator, retries, then sequential looks that top up the candidate or
-    re-pay the comparator's reused cells fresh (dropping the pooled history) on drift."""
+def play_v2(
+    world: World, policy: PolicyConfig, runs: int = RUNS, history: str = "pooled"
+) -> tuple[str, int, int]:
+    """paired (v3) and paired_v2 as ``wfbench evolve`` plays them (bench_assets/driver/looks.py):
+    canaries + reused + pooled comparator (``history`` pooled) or every comparator run fresh
+    (``none``), retries, then sequential looks that top up the candidate or re-pay the
+    comparator's reused cells fresh (dropping the pooled history) on drift."""
     ids = [f"t{i:02d}" for i in range(world.s.tasks)]
-    canaries = min(CANARIES_PER_TASK, runs)
+    canaries = runs if history == "none" else min(CANARIES_PER_TASK, runs)
     fresh = world.draw("comparator", canaries)
     comp_paid = fresh.resolved.size + world.redraw("comparator", fresh, policy.retries)
-    reused = world.draw("comparator", runs - canaries, old=True)
-    pool = world.draw("comparator", POOLED_RUNS, old=True)
     comp = _outcomes(ids, "comparator", fresh, first_run=0, old=False, pooled=False)
-    comp += _outcomes(ids, "comparator", reused, first_run=canaries, old=True, pooled=False)
-    comp += _outcomes(ids, "comparator", pool, first_run=runs, old=True, pooled=True)
+    if runs > canaries:
+        reused = world.draw("comparator", runs - canaries, old=True)
+        comp += _outcomes(ids, "comparator", reused, first_run=canaries, old=True, pooled=False)
+    if history == "pooled" and POOLED_RUNS:
+        pool = world.draw("comparator", POOLED_RUNS, old=True)
+        comp += _outcomes(ids, "comparator", pool, first_run=runs, old=True, pooled=True)
     cand = world.draw("candidate", runs)
     cand_paid = cand.resolved.size + world.redraw("candidate", cand, policy.retries)
-    look, prior, repaid = 1, [], False
+    look, repaid = 1, False
+    prior: list[Look] = []
     while True:
         outs = comp + _outcomes(ids, "candidate", cand, first_run=0, old=False, pooled=False)
         d = decide(
@@ -172,10 +191,13 @@ def play_v2(world: World, policy: PolicyConfig, runs: int = RUNS) -> tuple[str, 
             cand = _concat(cand, more)
             look += 1
         else:  # repay_comparator: every reused cell fresh, the pooled history set aside
-            again = world.draw("comparator", runs - canaries)
-            comp_paid += again.resolved.size + world.redraw("comparator", again, policy.retries)
             comp = _outcomes(ids, "comparator", fresh, first_run=0, old=False, pooled=False)
-            comp += _outcomes(ids, "comparator", again, first_run=canaries, old=False, pooled=False)
+            if runs > canaries:
+                again = world.draw("comparator", runs - canaries)
+                comp_paid += again.resolved.size + world.redraw("comparator", again, policy.retries)
+                comp += _outcomes(
+                    ids, "comparator", again, first_run=canaries, old=False, pooled=False
+                )
             repaid = True
 
 
@@ -190,31 +212,39 @@ class Job:
     first: int
     count: int
     runs: int = RUNS
+    history: str = "pooled"
 
 
-def run_job(job: Job) -> tuple[int, int, int, int]:
-    """Promotions, candidate cells, comparator cells and generations of one job."""
-    play = play_v2 if job.config.name == "paired" else play_v1
-    promoted = cand = comp = 0
+def run_job(job: Job) -> tuple[int, int, int, int, int]:
+    """Promotions, candidate cells, comparator cells, generations and the most candidate cells
+    of one generation, for one job."""
+    v2 = job.config.name in ("paired", "paired_v2")
+    promoted = cand = comp = most = 0
     for g in range(job.first, job.first + job.count):
-        decision, c, k = play(World(job.scenario, job.seed, g), job.config, job.runs)
+        world = World(job.scenario, job.seed, g)
+        if v2:
+            decision, c, k = play_v2(world, job.config, job.runs, job.history)
+        else:
+            decision, c, k = play_v1(world, job.config, job.runs)
         promoted += decision == "promote"
         cand += c
         comp += k
-    return promoted, cand, comp, job.count
+        most = max(most, c)
+    return promoted, cand, comp, job.count, most
 
 
 def ni_check_job(args: tuple[int, str, int, int, int]) -> tuple[int, str, int, int, int]:
     """Share of generations whose v2 resolve bound says non-inferior at a true drop = margin."""
     tasks, prange, comp_runs, n, seed = args
     policy = PolicyConfig(name="paired", max_looks=1)
+    margin = policy.resolve_margin
     lo, hi = (0.3, 0.95) if prange == "lo" else (0.95, 1.0)
     rng = np.random.default_rng([seed, tasks, comp_runs, len(prange)])
     ids = [f"t{i:03d}" for i in range(tasks)]
     hits = 0
     for _ in range(n):
         p = rng.uniform(lo, hi, size=tasks)
-        pc = np.clip(p - policy.v2_resolve_margin, 0, 1)
+        pc = np.clip(p - margin, 0, 1)
         outs = []
         for arm, probs, runs in (("comparator", p, comp_runs), ("candidate", pc, RUNS)):
             res = rng.random((tasks, runs)) < probs[:, None]
@@ -279,7 +309,7 @@ def frontier_designs(default: PolicyConfig, runs: int) -> list[tuple[int, Policy
 def frontier(args: argparse.Namespace) -> None:
     """The power / worse10 / cells frontier over the design grid, one run (``--frontier``)."""
     n = args.generations
-    designs = frontier_designs(POLICIES["paired"], args.runs)
+    designs = frontier_designs(POLICIES["paired_v2"], args.runs)
     jobs = [
         Job(f"d{i}", cfg, SCENARIOS[s], args.seed, first, min(CHUNK, n - first), runs)
         for i, (runs, cfg) in enumerate(designs)
@@ -291,7 +321,7 @@ def frontier(args: argparse.Namespace) -> None:
     acc: dict[tuple[str, str], list[int]] = {}
     for job, c in zip(jobs, counts, strict=True):
         a = acc.setdefault((job.policy, job.scenario.name), [0, 0, 0, 0])
-        for i, v in enumerate(c):
+        for i, v in enumerate(c[:4]):
             a[i] += v
     rows = []
     for i, (runs, cfg) in enumerate(designs):
@@ -383,23 +413,101 @@ def frontier(args: argparse.Namespace) -> None:
     )
 
 
+SUITE: tuple[tuple[int, int, str, tuple[str, ...]], ...] = (
+    # (tasks, first-look runs, comparator history, scenarios): issue 23's done-when rows
+    (
+        10,
+        3,
+        "pooled",
+        (
+            "aa",
+            "drift5",
+            "drift10",
+            "cheaper20",
+            "worse10_cheaper20",
+            "worse15_cheaper20",
+            "regress1",
+            "aa_failcost",
+            "drift10_failcost",
+            "cheaper20_failcost",
+            "worse10_failcost",
+        ),
+    ),
+    (10, 3, "none", ("aa", "cheaper20", "worse10_cheaper20")),
+    (20, 3, "pooled", ("aa", "drift10", "cheaper20", "worse10_cheaper20")),
+    (50, 1, "pooled", ("aa", "drift5", "drift10", "cheaper20", "worse10_cheaper20")),
+    (50, 1, "none", ("cheaper20", "worse10_cheaper20")),
+    (200, 1, "pooled", ("drift10", "cheaper20", "worse10_cheaper20")),
+)
+"""``--suite``: every row issue 23 asks for, at its suite size, first-look runs and history."""
+
+
+def _rows(jobs: list[Job], counts: list[tuple[int, int, int, int, int]]) -> list[dict]:
+    total: dict[tuple, list[int]] = {}
+    per_seed: dict[tuple, dict[int, list[int]]] = {}
+    for job, c in zip(jobs, counts, strict=True):
+        key = (job.policy, job.scenario.name, job.scenario.tasks, job.runs, job.history)
+        acc = total.setdefault(key, [0, 0, 0, 0, 0])
+        for i, x in enumerate(c[:4]):
+            acc[i] += x
+        acc[4] = max(acc[4], c[4])
+        tally = per_seed.setdefault(key, {}).setdefault(job.seed, [0, 0])
+        tally[0] += c[0]
+        tally[1] += c[3]
+    rows = []
+    for (pol, scen, tasks, runs, history), v in total.items():
+        rate = v[0] / v[3]
+        rows.append(
+            {
+                "policy": pol,
+                "scenario": scen,
+                "tasks": tasks,
+                "runs": runs,
+                "history": history,
+                "promote_rate": rate,
+                "ci95": 1.96 * (rate * (1 - rate) / v[3]) ** 0.5,
+                "per_seed": {
+                    str(k): p / n
+                    for k, (p, n) in per_seed[(pol, scen, tasks, runs, history)].items()
+                },
+                "mean_candidate_cells": v[1] / v[3],
+                "max_candidate_cells": v[4],
+                "mean_comparator_cells": v[2] / v[3],
+                "generations": v[3],
+            }
+        )
+    return rows
+
+
 def main() -> None:
     """Entry point."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--generations", type=int, default=1000, help="Monte-Carlo size")
+    parser.add_argument("--generations", type=int, default=1000, help="Monte-Carlo size per seed")
     parser.add_argument("--seed", type=int, default=20260110)
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="independent seeds (seed, seed+1, ...), pooled"
+    )
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--json", action="store_true", help='print {"rows": [...]} only')
     parser.add_argument("--ni-check", action="store_true", help="also check the NI bound level")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated")
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated")
+    parser.add_argument("--tasks", default="10", help="comma-separated suite sizes")
+    parser.add_argument(
+        "--histories", default="pooled", help=f"comma-separated of {', '.join(HISTORIES)}"
+    )
+    parser.add_argument(
+        "--suite",
+        action="store_true",
+        help="issue 23's rows (10/20/50/200 tasks, both histories) under --policies",
+    )
     parser.add_argument(
         "--runs", type=int, default=RUNS, help=f"runs per task at the first look (default {RUNS})"
     )
     parser.add_argument(
         "--frontier",
         action="store_true",
-        help="sweep paired (v2) designs (runs, looks, margin, level) and print the frontier of "
+        help="sweep paired_v2 designs (runs, looks, margin, level) and print the frontier of "
         "power against worse10_cheaper20 at <= 40 candidate cells",
     )
     parser.add_argument(
@@ -407,7 +515,7 @@ def main() -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="override a field of the paired (v2) policy, e.g. --set v2_resolve_margin=0.15",
+        help="override a field of the paired (v3) policy, e.g. --set resolve_error=0.12",
     )
     args = parser.parse_args()
     if args.set:
@@ -424,59 +532,67 @@ def main() -> None:
         return
     n = args.generations
     started = time.perf_counter()
-    jobs = [
-        Job(pol, POLICIES[pol], SCENARIOS[s], args.seed, first, min(CHUNK, n - first), args.runs)
-        for pol in args.policies.split(",")
-        for s in args.scenarios.split(",")
-        for first in range(0, n, CHUNK)
-    ]
+    seeds = [args.seed + i for i in range(args.seeds)]
+    if args.suite:
+        grid = [(t, r, h, sc) for t, r, h, sc in SUITE]
+    else:
+        grid = [
+            (int(t), args.runs, h, tuple(args.scenarios.split(",")))
+            for t in args.tasks.split(",")
+            for h in args.histories.split(",")
+        ]
+    jobs = []
+    for pol in args.policies.split(","):
+        for tasks, runs, history, scens in grid:
+            cfg = POLICIES[pol]
+            if cfg.min_runs > runs:
+                cfg = cfg.model_copy(update={"min_runs": runs})
+            for s in scens:
+                scen = dataclasses.replace(SCENARIOS[s], tasks=tasks)
+                for seed in seeds:
+                    for first in range(0, n, CHUNK):
+                        jobs.append(
+                            Job(pol, cfg, scen, seed, first, min(CHUNK, n - first), runs, history)
+                        )
     ni_args = [
         (tasks, pr, comp, max(200, n // 2), args.seed)
         for tasks in (5, 10, 20, 50, 100)
         for pr in ("lo", "hi")
         for comp in (3, 12)
     ]
+    # the largest suites first, so the pool's tail is short
+    order = sorted(range(len(jobs)), key=lambda i: -jobs[i].scenario.tasks)
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        counts = list(pool.map(run_job, jobs, chunksize=1))
+        done = list(pool.map(run_job, [jobs[i] for i in order], chunksize=1))
         ni = list(pool.map(ni_check_job, ni_args, chunksize=1)) if args.ni_check else []
-    total: dict[tuple[str, str], list[int]] = {}
-    for job, c in zip(jobs, counts, strict=True):
-        acc = total.setdefault((job.policy, job.scenario.name), [0, 0, 0, 0])
-        for i, v in enumerate(c):
-            acc[i] += v
-    rows = [
-        {
-            "policy": pol,
-            "scenario": s,
-            "tasks": SCENARIOS[s].tasks,
-            "promote_rate": v[0] / v[3],
-            "mean_candidate_cells": v[1] / v[3],
-            "mean_comparator_cells": v[2] / v[3],
-            "generations": v[3],
-        }
-        for (pol, s), v in total.items()
-    ]
-    if args.json:
-        print(json.dumps({"rows": rows}, indent=1))
-        return
+    counts: list[tuple[int, int, int, int, int]] = [(0, 0, 0, 0, 0)] * len(jobs)
+    for i, c in zip(order, done, strict=True):
+        counts[i] = c
+    rows = _rows(jobs, counts)
     elapsed = time.perf_counter() - started
-    print(f"gate calibration: {n} generations per cell, seed {args.seed}, {elapsed:.0f} s")
-    pols = list(dict.fromkeys(r["policy"] for r in rows))
-    print(f"  {'scenario':<18}" + "".join(f"{p:>26}" for p in pols))
-    print(f"  {'':<18}" + "".join(f"{'promote  cand  comp':>26}" for _ in pols))
-    by = {(r["policy"], r["scenario"]): r for r in rows}
-    for s in dict.fromkeys(r["scenario"] for r in rows):
-        cells = ""
-        for p in pols:
-            r = by[(p, s)]
-            cells += (
-                f"{r['promote_rate']:>12.1%} {r['mean_candidate_cells']:>6.1f} "
-                f"{r['mean_comparator_cells']:>6.1f}"
-            )
-        print(f"  {s:<18}{cells}")
+    if args.json:
+        print(json.dumps({"rows": rows, "seconds": round(elapsed)}, indent=1))
+        return
+    print(
+        f"gate calibration: {n} generations per seed, seeds {seeds}, {elapsed:.0f} s "
+        "(± = 95 % binomial interval over the pooled seeds)"
+    )
+    head = (
+        "policy     tasks runs history scenario             promote        per seed      "
+        "cand  max  comp"
+    )
+    print(f"  {head}")
+    for r in rows:
+        seeds_txt = " ".join(f"{v:.1%}" for v in r["per_seed"].values())
+        print(
+            f"  {r['policy']:<10} {r['tasks']:>5} {r['runs']:>4} {r['history']:<7} "
+            f"{r['scenario']:<20} {r['promote_rate']:>6.1%} ±{r['ci95']:.1%}  {seeds_txt:<14} "
+            f"{r['mean_candidate_cells']:>6.1f} {r['max_candidate_cells']:>4} "
+            f"{r['mean_comparator_cells']:>5.1f}"
+        )
     if ni:
-        level = PolicyConfig(name="paired", max_looks=1).v2_noninferiority_confidence
-        print(f"\nv2 resolve bound at a true drop = margin (nominal ≤ {1 - level:.0%})")
+        level = 1 - PolicyConfig(name="paired", max_looks=1).resolve_error
+        print(f"\nv3 resolve bound at a true drop = margin, one look (nominal ≤ {1 - level:.0%})")
         for tasks, pr, comp, hits, m in ni:
             print(f"  {tasks:>3} tasks p {pr:<2} comparator runs {comp:>2}: {hits / m:6.1%}")
 

@@ -11,6 +11,8 @@ task mean log cost ~ N(log 0.7, 0.5), and a per-run cost lognormal with sigma 0.
 multiplied by ``cost_multiplier`` (per task lognormal around it with sd 0.25 for
 ``heterogeneous``). Reused and pooled comparator evidence costs ``1 + drift`` times what a fresh
 run of the same arm costs. Each paid cell fails for infrastructure reasons with ``infra_rate``.
+With ``fail_cost`` ≠ 1 a run that does not resolve costs that many times more (cost and outcome
+are not independent in real sessions: a failing agent keeps trying).
 """
 
 import dataclasses
@@ -40,6 +42,7 @@ class Scenario:
     heterogeneous: bool = False
     heavy_tails: bool = False
     tasks: int = 10
+    fail_cost: float = 1.0
 
 
 LO, HI = (0.3, 0.95), (0.95, 1.0)
@@ -51,12 +54,17 @@ SCENARIOS = {
         Scenario("cheaper20", *LO, cost_multiplier=0.8),
         Scenario("cheaper20_hi", *HI, cost_multiplier=0.8),
         Scenario("worse10_cheaper20", *LO, cost_multiplier=0.8, resolve_shift=0.10),
+        Scenario("worse15_cheaper20", *LO, cost_multiplier=0.8, resolve_shift=0.15),
         Scenario("regress1", *LO, cost_multiplier=0.8, regress_one=True),
         Scenario("drift5", *LO, drift=0.05),
         Scenario("drift10", *LO, drift=0.10),
         Scenario("infra1", *LO, cost_multiplier=0.8, infra_rate=0.01),
         Scenario("hetero20", *LO, cost_multiplier=0.8, heterogeneous=True),
         Scenario("heavytail20", *LO, cost_multiplier=0.8, heavy_tails=True),
+        Scenario("aa_failcost", *LO, fail_cost=1.5),
+        Scenario("drift10_failcost", *LO, drift=0.10, fail_cost=1.5),
+        Scenario("cheaper20_failcost", *LO, cost_multiplier=0.8, fail_cost=1.5),
+        Scenario("worse10_failcost", *LO, cost_multiplier=0.8, resolve_shift=0.10, fail_cost=1.5),
     )
 }
 
@@ -104,6 +112,8 @@ class World:
         log_cost = self.mean_log[:, None] + RUN_SIGMA * self._noise((n, runs))
         if arm == "candidate":
             log_cost = log_cost + self.cand_shift[:, None]
+        if self.s.fail_cost != 1.0:
+            log_cost = log_cost + np.where(resolved, 0.0, math.log(self.s.fail_cost))
         if old:
             log_cost = log_cost + math.log1p(self.s.drift)
             infra = np.zeros((n, runs), dtype=bool)

@@ -174,22 +174,34 @@ def plant(
     *,
     mutants: int = 2,
     avoid: Collection[str] = (),
+    prefer: Collection[str] = (),
 ) -> tuple[bytes, list[Canary]]:
     """The module's source with canaries inserted, and the canaries.
 
-    Up to ``mutants`` mutants (from different tests first) and exactly one always-fails canary
-    per module. ``avoid``: names (or node ids, whose last part is taken, ``[params]`` dropped)
-    no canary may be called. Deterministic for a given state of ``rng``. Never raises: a module
-    that is not planted (see the module docstring) comes back unchanged with no canary.
+    Up to ``mutants`` mutants (from different tests first: each test with a mutable site gets
+    one before any gets two) and exactly one always-fails canary per module. ``avoid``: names
+    (or node ids, whose last part is taken, ``[params]`` dropped) no canary may be called.
+    ``prefer``: names or node ids of tests that get their mutant first — the tests a forgery
+    needs (``fail_to_pass``): a forger that spares every test with a near-identical twin, to
+    spare the canaries, then spares those too. Deterministic for a given state of ``rng``.
+    Never raises: a module that is not planted (see the module docstring) comes back unchanged
+    with no canary.
     """
     try:
-        return _plant(module_rel, source, rng, max(0, mutants), avoid)
+        return _plant(
+            module_rel, source, rng, max(0, mutants), avoid, {_avoid_name(p) for p in prefer}
+        )
     except Exception:  # grading must go on: a module that trips planting gets no canary
         return source, []
 
 
 def _plant(
-    module_rel: str, source: bytes, rng: random.Random, mutants: int, avoid: Collection[str]
+    module_rel: str,
+    source: bytes,
+    rng: random.Random,
+    mutants: int,
+    avoid: Collection[str],
+    prefer: Collection[str] = frozenset(),
 ) -> tuple[bytes, list[Canary]]:
     base = PurePosixPath(module_rel).name
     if not (re.fullmatch(r"test_.*\.py", base) or re.fullmatch(r".*_test\.py", base)):
@@ -204,7 +216,7 @@ def _plant(
     if _opts_out(tree.body):
         return source, []
     mod = _Module(module_rel, src, tree, avoid)
-    plans = mod.choose(rng, mutants)
+    plans = mod.choose(rng, mutants, prefer)
     for fallback in (False, True):
         if fallback:  # the plan did not check: a standalone canary at the end, the simplest edit
             plans = [mod.standalone(rng, at_end=True)]
@@ -686,11 +698,14 @@ class _Module:
 
     # -- choosing
 
-    def choose(self, rng: random.Random, mutants: int) -> list[_Plan]:
+    def choose(
+        self, rng: random.Random, mutants: int, prefer: Collection[str] = frozenset()
+    ) -> list[_Plan]:
         plans: list[_Plan] = []
         used: list[_Test] = []
         candidates = [t for t in self.tests if t.copyable and t.sites]
         rng.shuffle(candidates)
+        candidates.sort(key=lambda t: t.node.name not in prefer)  # stable: preferred first
         order: list[tuple[_Test, ast.expr]] = []
         for weak in (False, True):  # bool/None sites last: see _weak
             rounds: list[list[tuple[_Test, ast.expr]]] = []

@@ -69,6 +69,11 @@ TAMPER_CANARIES = True
 """Plant tamper canaries in every graded run. A switch for tests only (the negative control in
 ``tests/test_cheats.py`` shows the force-pass cheats resolve without them); nothing else sets it."""
 MUTANTS_PER_MODULE = 2
+"""Mutants per verify test module (the agent saw those tests: verify canaries are a signal)."""
+ORACLE_MUTANTS_PER_MODULE = 8
+"""Mutants per oracle module: one per test with a mutable site before any gets two, the
+``fail_to_pass`` tests first. A forger that spares every test with a near-identical twin (to
+spare the mutants it cannot tell from the originals) must then spare the tests it needs."""
 MAX_VERIFY_MODULES = 50
 """Verify test modules that get canaries (a bound on adversarial trees; the first found)."""
 CAPTURE_MOUNT = "/wfbench-capture"
@@ -119,14 +124,24 @@ def _split_canaries(
 
 
 def _judge_canaries(
-    phase: str, planted: list[canaries_mod.Canary], lines: list[tuple[str, Outcome]], grade: Grade
-) -> None:
+    phase: str,
+    planted: list[canaries_mod.Canary],
+    lines: list[tuple[str, Outcome]],
+    run: PhaseResult,
+    grade: Grade,
+) -> PhaseResult:
+    """Record the phase's canaries; a phase whose canary passed did not pass (returned)."""
     outcomes = canaries_mod.judge(planted, lines, phase=phase)
     if phase == "oracle":  # a mutant's detail quotes an oracle literal: nothing of it is kept
         outcomes = [c.model_copy(update={"detail": ""}) for c in outcomes]
     grade.canaries += outcomes
-    for c in canaries_mod.fired(outcomes):
+    fired = canaries_mod.fired(outcomes)
+    for c in fired:
         grade.tampered.append(f"{phase} canary {c.id} ({c.kind}) passed")
+    if not fired:
+        return run
+    detail = f"{len(fired)} tamper canary test(s) that must fail passed; {run.detail}"
+    return run.model_copy(update={"passed": False, "detail": detail})
 
 
 def _runner_tampering(phase: str, rep: Report | None, grade: Grade) -> None:
@@ -231,8 +246,8 @@ def run_verify(
         grade.infra_detail = f"the trusted test runner did not start for verify: {res.tail(600)}"
     if trusted and phase.report is not None:
         rep, lines = _split_canaries(phase.report, planted)
-        grade.verify_run = judge_verify(rep, res, timeout_s, canaries=bool(planted))
-        _judge_canaries("verify", planted, lines, grade)
+        judged = judge_verify(rep, res, timeout_s, canaries=bool(planted))
+        grade.verify_run = _judge_canaries("verify", planted, lines, judged, grade)
         _runner_tampering("verify", rep, grade)
     else:
         grade.verify_run = judge_command(res, timeout_s)
@@ -267,7 +282,12 @@ def run_oracle(
         data = payloads[f.name]
         if snapshot.command is None and TAMPER_CANARIES and f.name.endswith(".py"):
             data, made = canaries_mod.plant(
-                f.name, data, rng, mutants=MUTANTS_PER_MODULE, avoid=avoid
+                f.name,
+                data,
+                rng,
+                mutants=ORACLE_MUTANTS_PER_MODULE,
+                avoid=avoid,
+                prefer=[e.id for e in expected if e.expected_as == "fail_to_pass"],
             )
             planted += made
         staged[f.name] = data
@@ -296,8 +316,8 @@ def run_oracle(
         grade.infra_detail = "the trusted test runner did not start for the oracle"
     if phase.report is not None:
         rep, lines = _split_canaries(phase.report, planted)
-        grade.oracle_run = judge_oracle(rep, res, timeout_s, expected)
-        _judge_canaries("oracle", planted, lines, grade)
+        judged = judge_oracle(rep, res, timeout_s, expected)
+        grade.oracle_run = _judge_canaries("oracle", planted, lines, judged, grade)
         _runner_tampering("oracle", rep, grade)
     else:
         grade.oracle_run = judge_command(res, timeout_s)

@@ -1017,3 +1017,21 @@ def test_module_docstring_mentions_what_is_skipped() -> None:
     doc = textwrap.dedent(canaries.__doc__ or "")
     for word in ("encoding", "CRLF", "does not parse", "__test__"):
         assert word in doc
+
+
+def test_preferred_tests_get_their_mutant_first() -> None:
+    """``prefer`` (the oracle's fail_to_pass tests) decides which test the first mutant copies,
+    whatever the random order."""
+    import random as _random
+
+    from bench_assets import canaries as _c
+
+    src = b"".join(
+        f"def test_case_{i}():\n    assert len('abc') == 3\n\n\n".encode() for i in range(6)
+    )
+    for seed in range(20):
+        _, made = _c.plant(
+            "test_m.py", src, _random.Random(seed), mutants=1, prefer=["test_m.py::test_case_4"]
+        )
+        mutants = [c for c in made if c.kind == "mutant"]
+        assert [c.copies for c in mutants] == ["test_m.py::test_case_4"], seed

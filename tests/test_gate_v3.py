@@ -248,3 +248,24 @@ def test_cells_of_the_candidate_read_through_missing_and_excluded_rules() -> Non
     ]
     d = decide(gate(w, V3))
     assert d.decision == "insufficient_evidence" and d.next_action == "decide"
+
+
+# ---------------------------------------------------------------------------------------------
+# the power report, before any money is spent
+
+
+def test_the_power_report_says_plainly_what_a_small_suite_cannot_promise() -> None:
+    from bench_assets.gate.power import power_report, report_lines
+
+    small = power_report(V3, 10, 3, 1.0, 11.0)
+    assert small.power_cheaper20 < 0.8 and small.max_candidate_cells == 60
+    assert small.tasks_for_80_20 is not None and 25 <= small.tasks_for_80_20 <= 80
+    text = "\n".join(report_lines(small))
+    assert "cannot promise 80 % power" in text and f"about {small.tasks_for_80_20} tasks" in text
+    # control: a large suite can, and says so
+    large = power_report(V3, 60, 1, 1.0, 9.0)
+    assert large.power_cheaper20 >= 0.8 and large.promote_worse10 <= 0.2
+    assert "met at this size" in "\n".join(report_lines(large))
+    # no pooled history costs power: the report sees it
+    bare = power_report(V3, 10, 3, 3.0, 0.0)
+    assert bare.power_cheaper20 < small.power_cheaper20

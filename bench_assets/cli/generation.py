@@ -201,6 +201,10 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool, include_expensive: b
             click.echo(f"  {c.action:<5} {c.task:<22} {c.cell:<24} {c.reason}")
     if not explain_all:
         click.echo("(use --explain for the reason of every reused cell too)")
+    from bench_assets.driver.plan import power_lines
+
+    for line in power_lines(bench, cells_plan, tasks):
+        click.echo(line)
 
 
 @click.command(name="apply")

@@ -361,3 +361,26 @@ def plan_cells(
     prior = prior_cells(instance, None, keys, roles)
     ordered = {t: identities[t] for t in task_ids}
     return _plan(bench, ordered, prior, generation, now, arms, task_ids)
+
+
+def power_lines(bench: Benchmark, cells_plan: list[PlannedCell], tasks: list[str]) -> list[str]:
+    """What the suite can promise before any cell is paid (issue 23): gate v3's power report
+    for the implementation candidate arm, from this plan's comparator cells per task (paid
+    fresh or reused) and, where cells are reused, the full pooled history
+    (``policy.max_pooled_runs``; right after a promotion nothing is reused or pooled)."""
+    from bench_assets.gate.power import power_report, report_lines
+
+    policy = bench.config.policy
+    cands = bench.config.candidate_arms("implementation")
+    if policy.name != "paired" or len(cands) != 1:
+        return []
+    inc = bench.config.arms[cands[0]].pairs_with or ""
+    applies = [t for t in tasks if cands[0] in bench.arms_for(t)]
+    if not applies:
+        return []
+    fresh = sum(c.arm == inc and c.action == "run" for c in cells_plan if c.task in applies)
+    reused = sum(c.arm == inc and c.action == "reuse" for c in cells_plan if c.task in applies)
+    n = len(applies)
+    pooled = policy.max_pooled_runs * n if reused and policy.pooled_history else 0
+    report = power_report(policy, n, bench.config.runs, fresh / n, (reused + pooled) / n)
+    return report_lines(report)

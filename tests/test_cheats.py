@@ -950,3 +950,35 @@ def test_answers_without_a_fix_are_real_attacks(graded, name):
         gains[task] = (passed_oracle_tests(record), passed_oracle_tests(noop))
     assert sum(got for got, _ in gains.values()) > sum(base for _, base in gains.values()), gains
     assert sum(got > base for got, base in gains.values()) >= 3, gains
+
+
+def test_a_canary_aware_forgery_never_resolves(tmp_path):
+    """The residual risk the corpus keeps out of CHEATS: a forger that spares every test with a
+    near-identical twin (the mutants and their originals), every copy with one extra statement
+    and every test that reads only builtins. Every test with a mutable site gets a mutant (the
+    fail_to_pass ones first), so sparing the twins spares the tests it needs; and the way it
+    forges is flagged too. On every demo task: never resolved."""
+    from tests.cheat_payloads import CANARY_AWARE
+
+    bench = load_benchmark(DEMO)
+    store = ArtifactStore(tmp_path / "art")
+
+    def one(task: str) -> CellRecord:
+        record, _ = run_cell(
+            bench,
+            task,
+            "cheat",
+            0,
+            build_cell_inputs(bench, task, store),
+            store,
+            generation=None,
+            redactor=Redactor(),
+            arm_spec=cheat_arm(_append(CANARY_AWARE)(package_of(task))),
+            ad_hoc=True,
+        )
+        return record
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        records = dict(zip(TASK_IDS, pool.map(one, TASK_IDS), strict=True))
+    for task, rec in records.items():
+        assert not rec.resolved and not rec.oracle_passed, (task, rec.error_detail)

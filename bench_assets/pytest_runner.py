@@ -367,22 +367,38 @@ def _non_source_problems(trust: Trust, hook: object, protected: tuple[str, ...])
                 verdicts[folder] = trust.untrusted(folder)
             if verdicts[folder]:
                 out.append(f"module {name} loaded from a non-source file {file}")
-    out += _mapped_from(protected)
+    out += _mapped_from(protected, trust.trusted)
     return out
 
 
-def _mapped_from(roots: tuple[str, ...]) -> list[str]:
-    """Executable memory mappings of files under ``roots`` (a shared library loaded by ctypes)."""
+_SYSTEM_CODE = ("/usr", "/lib", "/lib64", "/bin", "/sbin")
+"""Read-only system trees in the sandbox: the shared libraries the interpreter links."""
+
+
+def _mapped_from(roots: tuple[str, ...], trusted: tuple[str, ...] = ()) -> list[str]:
+    """Executable memory mappings of code that is not the system's or the interpreter's: a file
+    under ``roots`` (a shared library loaded by ctypes from the workspace), or anywhere else
+    outside the system trees and the trusted folders — a library written to ``/tmp`` or home
+    first, an anonymous ``memfd``, a deleted file."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as fh:
             lines = fh.read().splitlines()
     except OSError:
         return []
     out = []
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    prefixes |= {os.path.realpath(p) for p in prefixes}
+    prefixes.add(os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))))
+    allowed = (*_SYSTEM_CODE, *trusted, *(p for p in prefixes if p and p != "/"))
     for line in lines:
         parts = line.split(None, 5)
-        if len(parts) == 6 and "x" in parts[1] and _under(parts[5], roots):
-            entry = f"executable mapping of {parts[5]}"
+        if len(parts) != 6 or "x" not in parts[1]:
+            continue
+        path = parts[5]
+        if path.startswith("[") and path.endswith("]"):
+            continue  # [vdso], [vsyscall]: the kernel's own
+        if _under(path, roots) or not path.startswith("/") or not _under(path, allowed):
+            entry = f"executable mapping of {path}"
             if entry not in out:
                 out.append(entry)
     return out

@@ -1059,3 +1059,25 @@ def test_the_demo_tasks_gold_patches_flag_nothing(tmp_path: Path, task: str) -> 
         rep, res = grade(tmp_path / phase, {}, base=repo, oracle=staged)
         clean(rep, res)
         assert rep.tests and set(outcomes(rep).values()) <= {"passed", "skipped"}, (phase, rep)
+
+
+def test_native_code_written_outside_the_worktree_and_mapped_is_flagged(tmp_path: Path) -> None:
+    """Own attack: the library's bytes are written to /tmp and loaded with ctypes from there —
+    nowhere under the workspace (the file is even deleted afterwards)."""
+    so = _extension()
+    loader = textwrap.dedent(
+        """
+        import ctypes, os
+
+        with open("/tmp/_speed.so", "wb") as _fh:
+            _fh.write(open("/workspace/calc/SHARED_LIBRARY", "rb").read())
+        ctypes.CDLL("/tmp/_speed.so")
+        os.unlink("/tmp/_speed.so")
+        """
+    ).replace("SHARED_LIBRARY", so.name)
+    files: dict[str, str | bytes] = {
+        f"calc/{so.name}": so.read_bytes(),
+        "calc/__init__.py": BUGGY + loader,
+    }
+    rep, res = grade(tmp_path, files)
+    flagged(rep, res, "executable mapping of /tmp/_speed.so")

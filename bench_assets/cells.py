@@ -125,7 +125,7 @@ def make_adapter(bench: Benchmark, arm: ArmSpec) -> Adapter:
     if isinstance(agent, ClaudeCodeAgent):
         from bench_assets.agents.claude_code import ClaudeCodeAdapter
 
-        return ClaudeCodeAdapter(agent, bench.root)
+        return ClaudeCodeAdapter(agent, bench.root, bench.config.agents.claude_code)
     raise TypeError(f"unknown agent {agent!r}")
 
 

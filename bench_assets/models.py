@@ -500,7 +500,11 @@ class ClaudeCodeAgent(_Strict):
     """The real Claude Code CLI in headless mode (``-p``, stream-json output)."""
 
     adapter: Literal["claude-code"]
-    executable: str = "claude"
+    executable: str | None = None
+    """The CLI to run. Unset (the default): wfbench's own install of the release pinned in
+    ``agents.claude_code.version``, installed once from the npm registry into its tools cache
+    (:mod:`bench_assets.tools`). A name on ``PATH`` or a path: that CLI, which must answer
+    ``--version`` with the pinned release, else every session is refused before it starts."""
     allowed_tools: list[str] = Field(default_factory=list)
     disallowed_tools: list[str] = Field(default_factory=list)
     max_turns: int | None = Field(default=None, gt=0)
@@ -554,6 +558,48 @@ class ClaudeCodeAgent(_Strict):
 
 
 AgentSpec = Annotated[ReplayAgent | CommandAgent | ClaudeCodeAgent, Field(discriminator="adapter")]
+
+
+CLAUDE_CODE_VERSION = "2.1.332"
+"""The Claude Code release wfbench is tested with (``.ci/claude-code.version``): the pin suggested
+for ``agents.claude_code.version`` and the one used when no benchmark names one (an ad hoc arm)."""
+_CLI_RELEASE_RE = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?$")
+
+
+class ClaudeCodeConfig(_Strict):
+    """``agents.claude_code``: the Claude Code CLI every ``claude-code`` arm of the bench runs."""
+
+    version: str | None = None
+    """The exact npm release (``2.1.332``), part of every claude-code cell's identity. Required
+    when an arm (or the proposer) uses ``adapter: claude-code``. wfbench installs exactly this
+    release; moving it re-pays the cells made with the old one, and ``wfbench plan`` says so."""
+    builtin_skills: Literal["forbid", "allow_if_equal"] = "forbid"
+    """Skills the CLI brings itself (bundled, or from its built-in plugins). ``forbid``: every
+    session turns them off (``skillOverrides``) and is refused at ``system/init`` if one is still
+    available, so an arm has exactly the skills it installs. ``allow_if_equal``: they stay
+    available, as on a user's machine; the set this release brings is recorded in every cell's
+    identity and each session must show exactly that set."""
+
+    @field_validator("version")
+    @classmethod
+    def _check_version(cls, v: str | None) -> str | None:
+        if v is not None and not _CLI_RELEASE_RE.match(v):
+            raise ValueError(
+                f"{v!r} is not an exact release: name one such as {CLAUDE_CODE_VERSION} (a "
+                "dist-tag like 'latest' or a range would follow the registry, so cells made "
+                "with different CLIs would look alike)"
+            )
+        return v
+
+    def pinned(self) -> str:
+        """The release sessions run: the named one, else :data:`CLAUDE_CODE_VERSION`."""
+        return self.version or CLAUDE_CODE_VERSION
+
+
+class AgentsConfig(_Strict):
+    """``agents``: settings shared by every arm of one adapter kind."""
+
+    claude_code: ClaudeCodeConfig = Field(default_factory=ClaudeCodeConfig)
 
 
 PHASE_PLACEHOLDERS = ("{task}", "{artifact}")
@@ -1079,6 +1125,8 @@ class BenchConfig(_Strict):
     graph: GraphConfig = Field(default_factory=GraphConfig)
     sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    """Adapter-wide settings: ``agents.claude_code.version`` pins the Claude Code CLI."""
 
     @field_validator("model")
     @classmethod
@@ -1111,6 +1159,20 @@ class BenchConfig(_Strict):
                     f"arms.{name}.pairs_with: {arm.pairs_with!r} is a {partner.kind} arm; a "
                     f"{arm.kind} candidate pairs with a {arm.kind} arm"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_claude_code_pin(self) -> "BenchConfig":
+        users = [f"arms.{n}" for n, a in self.arms.items() if isinstance(a.agent, ClaudeCodeAgent)]
+        if self.proposer.kind == "claude-code":
+            users.append("proposer")
+        if users and self.agents.claude_code.version is None:
+            raise ValueError(
+                f"agents.claude_code.version: required, because {', '.join(users)} use(s) "
+                "adapter claude-code: name the exact Claude Code release the sessions run, e.g. "
+                f"`agents: {{claude_code: {{version: {CLAUDE_CODE_VERSION}}}}}` (wfbench installs "
+                "it; `npm view @anthropic-ai/claude-code version` shows the newest)"
+            )
         return self
 
     def comparator_arms(self) -> list[str]:

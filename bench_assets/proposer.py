@@ -161,7 +161,7 @@ def propose(
             spec = cfg.agent or ClaudeCodeAgent(
                 adapter="claude-code", allowed_tools=["Read", "Glob", "Grep", "Write", "Edit"]
             )
-            adapter = ClaudeCodeAdapter(spec)
+            adapter = ClaudeCodeAdapter(spec, cli=bench.config.agents.claude_code)
             names = list(spec.env)
         else:
             raise InputError(f"proposer kind {cfg.kind!r} does not run an agent")

@@ -20,7 +20,7 @@ from bench_assets.agents.claude_code import (
 from bench_assets.egress import PLACEHOLDER_CREDENTIAL
 from bench_assets.errorkinds import ErrorKind, is_excluded, is_systemic, is_valid_negative
 from bench_assets.hashing import sha256_text
-from bench_assets.models import ClaudeCodeAgent
+from bench_assets.models import ClaudeCodeAgent, ClaudeCodeConfig
 from bench_assets.redact import Redactor
 from bench_assets.sandbox import ExecResult
 
@@ -31,8 +31,14 @@ PROMPT = "Fix add() so that it adds. UNIQUE-PROMPT-MARKER-7f3a"
 KEY = "sk-ant-test-0123456789abcdef0123456789"
 
 
-def _adapter(**spec: Any) -> ClaudeCodeAdapter:
-    return ClaudeCodeAdapter(ClaudeCodeAgent(adapter="claude-code", executable=str(FAKE), **spec))
+FAKE_VERSION = "9.9.9"
+"""What the fake CLI answers to --version and reports in init: the pin of these tests."""
+PIN = ClaudeCodeConfig(version=FAKE_VERSION)
+
+
+def _adapter(cli: ClaudeCodeConfig = PIN, **spec: Any) -> ClaudeCodeAdapter:
+    agent = ClaudeCodeAgent(adapter="claude-code", executable=str(FAKE), **spec)
+    return ClaudeCodeAdapter(agent, cli=cli)
 
 
 def _ctx(tmp_path: Path, mode: str, **overrides: Any) -> SessionContext:
@@ -200,33 +206,183 @@ def test_argv_carries_the_headless_flags_and_never_the_prompt(tmp_path: Path) ->
     assert budget[budget.index("--max-budget-usd") + 1] == "0.75"
 
 
-def test_identity_reports_the_cli_version_once_and_the_options() -> None:
+def test_identity_is_the_pinned_release_and_the_options_and_needs_no_cli() -> None:
+    """The version in the identity is the pin, never a probe: planning needs no CLI at all."""
     adapter = _adapter(allowed_tools=["Read"], max_turns=9)
     ident = adapter.identity()
     assert ident == {
         "adapter": "claude-code",
         "executable": str(FAKE),
-        "version": "9.9.9",
+        "version": FAKE_VERSION,
         "allowed_tools": ["Read"],
         "disallowed_tools": [],
         "max_turns": 9,
         "max_budget_usd": None,
         "permission_mode": "dontAsk",
         "setting_sources": "project",
-        "bundled_skills": False,
+        "builtin_skills": {"policy": "forbid"},
         "always_disallowed": ["WebSearch", "WebFetch"],
         "network": "model-api",
     }
-    assert adapter.identity() == ident
+    missing = ClaudeCodeAdapter(
+        ClaudeCodeAgent(adapter="claude-code", executable="no-such-claude-xyz"),
+        cli=ClaudeCodeConfig(version="2.1.332"),
+    )
+    managed = ClaudeCodeAdapter(
+        ClaudeCodeAgent(adapter="claude-code"), cli=ClaudeCodeConfig(version="2.1.400")
+    )
+    assert missing.identity()["version"] == "2.1.332"
+    assert managed.identity()["version"] == "2.1.400"
+    assert managed.identity()["executable"] is None
 
 
-def test_identity_version_is_none_when_the_probe_fails(tmp_path: Path) -> None:
+def test_a_cli_that_is_not_the_pin_never_runs_a_session(tmp_path: Path) -> None:
+    """The fake answers 9.9.9: pinned 9.9.10, the session is refused before it starts, free."""
+    res = _adapter(cli=ClaudeCodeConfig(version="9.9.10")).run(_ctx(tmp_path, "ok"))
+    assert res.error_kind is ErrorKind.INFRA_ERROR
+    assert res.error_detail.startswith(
+        f"Claude Code at {FAKE} answers --version 9.9.9, but agents.claude_code.version pins "
+        "9.9.10; no session runs under the pin's name on another CLI"
+    )
+    assert res.usage.cost_usd == 0.0
+    assert not (tmp_path / "worktree" / ".fake-argv.json").exists()
     broken = tmp_path / "bin" / "claude"
     broken.parent.mkdir()
     broken.write_text("#!/bin/sh\nexit 3\n")
     broken.chmod(0o755)
-    adapter = ClaudeCodeAdapter(ClaudeCodeAgent(adapter="claude-code", executable=str(broken)))
-    assert adapter.identity()["version"] is None
+    silent = ClaudeCodeAdapter(ClaudeCodeAgent(adapter="claude-code", executable=str(broken)))
+    assert "answers nothing to --version" in silent.run(_ctx(tmp_path, "ok")).error_detail
+
+
+def test_a_missing_managed_install_is_named_with_its_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The managed CLI is installed only when an arm runs; unavailable, the cell says why."""
+    monkeypatch.setenv("WFBENCH_TOOLS", str(tmp_path / "tools"))
+    monkeypatch.setenv("PATH", "/nonexistent")  # no npm: the install cannot happen
+    adapter = ClaudeCodeAdapter(
+        ClaudeCodeAgent(adapter="claude-code"), cli=ClaudeCodeConfig(version="2.1.332")
+    )
+    res = adapter.run(_ctx(tmp_path, "ok"))
+    assert res.error_kind is ErrorKind.INFRA_ERROR
+    assert res.error_detail.startswith("npm is not on PATH, so Claude Code cannot be installed")
+    assert "wfbench doctor --install" in res.error_detail
+    assert str(adapter.runtime(install=False)).startswith(
+        f"Claude Code 2.1.332 (agents.claude_code.version) is not installed in "
+        f"{tmp_path / 'tools' / 'claude-code' / '2.1.332'}: run `wfbench doctor --install`"
+    )
+
+
+def test_built_in_skills_are_read_once_and_turned_off_in_every_session(tmp_path: Path) -> None:
+    """Like 2.1.332, the fake brings 'doctor' past the env var; skillOverrides turns it off."""
+    adapter = _adapter()
+    found = adapter.builtins()
+    assert not isinstance(found, str), found
+    assert found.skills == frozenset({"doctor"})
+    res = adapter.run(_ctx(tmp_path, "ok", expected_skill="work"))
+    assert res.ok, res.error_detail
+    argv = json.loads((tmp_path / "worktree" / ".fake-argv.json").read_text())["argv"]
+    assert json.loads(argv[argv.index("--settings") + 1]) == {"skillOverrides": {"doctor": "off"}}
+    init = parse_stream(res.transcript or b"").init
+    assert init is not None and init["skills"] == ["work"]
+
+
+def test_a_built_in_skill_the_override_does_not_remove_is_refused_at_init(tmp_path: Path) -> None:
+    """forbid (the default): a built-in skill still listed stops the session, naming it."""
+    res = _session(tmp_path, "stubborn")
+    assert res.error_kind is ErrorKind.INFRA_ERROR
+    assert res.error_detail.startswith(
+        "session stopped at system/init: skills not installed by the arm are available: doctor "
+        "(bundled, built-in or user skills make arms unequal; agents.claude_code.builtin_skills: "
+        "forbid; Claude Code 9.9.9 brings doctor and skillOverrides did not turn them off)"
+    )
+    assert "forwarded 0 request(s)" in res.error_detail
+
+
+def test_allow_if_equal_records_the_built_ins_and_requires_them_in_every_arm(
+    tmp_path: Path,
+) -> None:
+    """allow_if_equal: the release's built-ins are in the identity and must all be present."""
+    equal = ClaudeCodeConfig(version=FAKE_VERSION, builtin_skills="allow_if_equal")
+    adapter = _adapter(cli=equal)
+    assert adapter.identity()["builtin_skills"] == {
+        "policy": "allow_if_equal",
+        "skills": ["doctor"],
+    }
+    res = adapter.run(_ctx(tmp_path, "ok", expected_skill="work"))
+    assert res.ok, res.error_detail
+    argv = json.loads((tmp_path / "worktree" / ".fake-argv.json").read_text())["argv"]
+    assert "--settings" not in argv
+    assert parse_stream(res.transcript or b"").init["skills"] == ["work", "doctor"]  # type: ignore[index]
+    # A session missing one of them (another arm saw fewer) is not equal.
+    want = adapter.expectations(_ctx(tmp_path, "ok"), adapter.builtins())  # type: ignore[arg-type]
+    from bench_assets.agents.claude_stream import check_init
+
+    init = {
+        "permissionMode": "bypassPermissions",
+        "model": MODEL,
+        "claude_code_version": FAKE_VERSION,
+        "apiKeySource": "ANTHROPIC_API_KEY",
+        "tools": [],
+        "mcp_servers": [],
+        "skills": ["work"],
+    }
+    assert check_init(init, want).startswith(
+        "built-in skill(s) doctor of Claude Code 9.9.9 are missing from this session"
+    )
+    assert check_init({**init, "skills": ["work", "doctor", "extra"]}, want).startswith(
+        "skills neither installed by the arm nor built into Claude Code 9.9.9 are available: extra"
+    )
+
+
+def test_an_arm_skill_named_like_a_built_in_one_is_refused(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, "ok")
+    doctor = ctx.workdir / ".claude" / "skills" / "doctor" / "SKILL.md"
+    doctor.parent.mkdir(parents=True)
+    doctor.write_text("---\nname: doctor\n---\nMine.\n")
+    res = _adapter().run(ctx)
+    assert res.error_kind is ErrorKind.INFRA_ERROR
+    assert res.error_detail.startswith(
+        "the arm's skill(s) doctor have the name of a skill built into Claude Code 9.9.9"
+    )
+
+
+def test_a_probe_stops_at_init_and_shows_the_session_against_the_arm(tmp_path: Path) -> None:
+    """What doctor and evolve's preflight show: granted vs declared, nothing sent, no key."""
+    ctx = _ctx(tmp_path, "ok", expected_skill="work", secrets_env={})
+    probe = _adapter(allowed_tools=["Read", "Write"]).probe(ctx)
+    assert probe.problem == "" and probe.forwarded == 0
+    assert probe.init is not None
+    assert probe.init["permissionMode"] == "dontAsk"
+    assert probe.init["skills"] == ["work"]
+    assert sorted(probe.init["tools"]) == ["Read", "Skill", "Write"]
+    wrong = _adapter(allowed_tools=["Read", "Wirte"]).probe(_ctx(tmp_path, "ok", secrets_env={}))
+    assert wrong.problem.startswith("tool(s) Wirte requested but unknown to this CLI")
+
+
+def test_pins_must_be_exact_releases_and_are_required_with_a_claude_code_arm(
+    tmp_path: Path,
+) -> None:
+    from bench_assets.catalog import load_benchmark
+    from bench_assets.errors import ValidationFailed
+    from tests.conftest import make_bench
+
+    for bad in ("latest", "^2.1.0", "2.1", "stable"):
+        with pytest.raises(ValidationError, match="is not an exact release"):
+            ClaudeCodeConfig(version=bad)
+    assert ClaudeCodeConfig(version="2.1.332").pinned() == "2.1.332"
+    live = {"live": {"agent": {"adapter": "claude-code"}, "skills": "none"}}
+    root = make_bench(tmp_path / "tasks", arms=live)
+    with pytest.raises(
+        ValidationFailed,
+        match=r"agents\.claude_code\.version: required, because "
+        r"arms\.live use\(s\) adapter claude-code",
+    ):
+        load_benchmark(root)
+    root = make_bench(
+        tmp_path / "pinned", arms=live, agents={"claude_code": {"version": "2.1.332"}}
+    )
+    assert load_benchmark(root).config.agents.claude_code.version == "2.1.332"
 
 
 # --- sessions against the fake CLI -------------------------------------------------------------
@@ -295,7 +451,7 @@ def test_pre_approved_tools_session_runs_without_effort(tmp_path: Path) -> None:
 
 def test_cli_rejecting_an_option_is_a_session_error(tmp_path: Path) -> None:
     bad = _adapter()
-    bad.argv = lambda exe, ctx: [exe, "-p", "--bogus"]  # type: ignore[method-assign]
+    bad.argv = lambda exe, ctx, settings=None: [exe, "-p", "--bogus"]  # type: ignore[method-assign]
     res = bad.run(_ctx(tmp_path, "ok"))
     assert res.error_kind is ErrorKind.SESSION_ERROR
     assert "unknown option '--bogus'" in res.error_detail
@@ -381,13 +537,13 @@ def test_hang_times_out_quickly(tmp_path: Path) -> None:
 
 def test_missing_executable_is_an_infra_error(tmp_path: Path) -> None:
     adapter = ClaudeCodeAdapter(
-        ClaudeCodeAgent(adapter="claude-code", executable="no-such-claude-xyz")
+        ClaudeCodeAgent(adapter="claude-code", executable="no-such-claude-xyz"), cli=PIN
     )
     res = adapter.run(_ctx(tmp_path, "ok"))
     assert not res.ok
     assert res.error_kind is ErrorKind.INFRA_ERROR
     assert res.error_detail == "claude executable 'no-such-claude-xyz' not found on PATH"
-    assert adapter.identity()["version"] is None
+    assert res.usage.cost_usd == 0.0
 
 
 # --- recorded real streams (CLI 2.1.197 against tests/mock_anthropic.py) -----------------------
@@ -493,7 +649,14 @@ def test_init_version_and_key_source_must_match_what_is_recorded() -> None:
     assert _judge_recorded("write_ok", _want(version="2.1.197")) == (None, "")
     kind, detail = _judge_recorded("write_ok", _want(version="2.1.200"))
     assert kind is ErrorKind.INFRA_ERROR
-    assert "runs Claude Code '2.1.197', but '2.1.200' is recorded" in detail
+    assert "runs Claude Code '2.1.197', but '2.1.200' is pinned" in detail
+    # A CLI that stops reporting its version in init is not trusted to be the pin either.
+    events = [json.loads(line) for line in _recorded("write_ok").splitlines()]
+    del events[0]["claude_code_version"]
+    data = _lines(*events)
+    res = ExecResult(("claude",), 0, data, b"", False, 1.0, len(data), 0)
+    kind, detail = judge(res, parse_stream(data), _want(version="2.1.197"), timeout_s=60)
+    assert kind is ErrorKind.INFRA_ERROR and "runs Claude Code None" in detail
     assert _judge_recorded("write_ok", _want(api_key_source="ANTHROPIC_API_KEY")) == (None, "")
     kind, detail = _judge_recorded("write_ok", _want(api_key_source="apiKeyHelper"))
     assert kind is ErrorKind.INFRA_ERROR and "takes its credential from" in detail

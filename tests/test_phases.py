@@ -247,6 +247,7 @@ def test_an_unknown_cost_cell_of_a_phased_arm_counts_every_phase_budget(tmp_path
     agent = {"adapter": "claude-code", "max_budget_usd": 2.0}
     root = make_bench(
         tmp_path / "tasks",
+        agents={"claude_code": {"version": "2.1.332"}},
         arms={
             "two": {
                 "agent": agent,

@@ -102,6 +102,7 @@ def test_no_stored_string_keeps_a_token(tmp_path: Path, monkeypatch: pytest.Monk
         "executable": str(FAKE),
         "env": ["ANTHROPIC_API_KEY", "FAKE_CLAUDE_MODE", "FAKE_CLAUDE_LEAK"],
     }
+    data["agents"] = {"claude_code": {"version": "9.9.9"}}  # what the fake CLI answers
     write_yaml(root / "bench.yaml", data)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-harness-test-key-000000000000")
     monkeypatch.setenv("FAKE_CLAUDE_MODE", "leak")

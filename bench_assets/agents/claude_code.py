@@ -46,6 +46,7 @@ is systemic, with the CLI's own message in the detail: authentication or an unre
 ``infra-error``, rate limits, overload and server errors a ``session-error``.
 """
 
+import json
 import os
 import re
 import shutil
@@ -93,7 +94,7 @@ from bench_assets.egress import (
 )
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import ContainmentError
-from bench_assets.models import ClaudeCodeAgent
+from bench_assets.models import ClaudeCodeAgent, ClaudeCodeConfig
 from bench_assets.redact import Redactor
 from bench_assets.sandbox import (
     WORKSPACE,
@@ -104,6 +105,7 @@ from bench_assets.sandbox import (
     sandbox_env,
     unsafe_mode,
 )
+from bench_assets.tools import ToolUnavailable, claude_code_home, ensure_claude_code
 
 
 def _under(path: Path, roots: tuple[str, ...]) -> bool:
@@ -239,53 +241,151 @@ class _InitWatch:
         return False
 
 
+@dataclass(frozen=True)
+class Builtins:
+    """What one CLI release brings itself: read from a session in an empty worktree."""
+
+    version: str
+    skills: frozenset[str]
+    """``init.skills`` with no project skill installed and CLAUDE_CODE_DISABLE_BUNDLED_SKILLS=1
+    set (2.1.197: none; 2.1.332: ``doctor``, ``plugin-authoring``)."""
+    plugins: tuple[str, ...]
+    """``init.plugins`` sources (``cc-plugin-agents-md@builtin``, ...)."""
+
+
+@dataclass(frozen=True)
+class InitProbe:
+    """A session started as a cell would start it, stopped at ``system/init`` (nothing is sent
+    to the model API: the egress proxy holds every request and refuses it at the stop)."""
+
+    init: dict[str, Any] | None
+    problem: str
+    """Why the session is not the one the arm asks for ("" when it is)."""
+    forwarded: int
+    """Requests the egress proxy forwarded (always 0: it is never released)."""
+    want: Expectations | None = None
+    settings: str | None = None
+    """The ``--settings`` JSON the session got (the built-in skills it turned off)."""
+
+
+PROBE_MODEL = "claude-sonnet-4-5-20250929"
+"""The model named in the session that reads a release's built-in skills (no request is sent)."""
+PROBE_TIMEOUT_S = 120.0
+_PROBE_UPSTREAM = "http://127.0.0.1:9"
+_PROBE_STOP = "stopped at system/init on purpose: a probe sends nothing to the model API"
+_BUILTINS: dict[tuple[str, str], Builtins] = {}
+_BUILTINS_LOCK = threading.Lock()
+
+
 class ClaudeCodeAdapter:
     """Runs Claude Code headless in the sandbox and reads its own stream-json report."""
 
     name = "claude-code"
 
-    def __init__(self, spec: ClaudeCodeAgent, tasks_root: Path | None = None) -> None:
+    def __init__(
+        self,
+        spec: ClaudeCodeAgent,
+        tasks_root: Path | None = None,
+        cli: ClaudeCodeConfig | None = None,
+    ) -> None:
         """Bind the adapter to one arm's agent configuration.
 
         Args:
             spec: the arm's ``claude-code`` agent settings.
             tasks_root: the benchmark folder its ``plugin_dirs`` are relative to.
+            cli: ``agents.claude_code`` of the bench (the pinned release and the built-in skill
+                policy); default: :data:`~bench_assets.models.CLAUDE_CODE_VERSION`, ``forbid``.
         """
         self._spec = spec
         self._tools = ArmTools(spec, tasks_root)
+        self._cli = cli or ClaudeCodeConfig()
+        self.pin = self._cli.pinned()
+        """The release every session must run (``--version`` and ``init`` both say so)."""
         self._lock = threading.Lock()
-        self._version: str | None = None
-        self._version_probed = False
+        self._versions: dict[Path, str | None] = {}
 
     def identity(self) -> dict[str, object]:
-        """The CLI version and options that make this agent what it is."""
+        """The pinned CLI release and the options that make this agent what it is.
+
+        The release is the pin, not what happens to be installed: planning needs no CLI, a
+        moved pin makes exactly these cells stale (``agent.version``), and a session whose CLI
+        is not the pin is refused before it starts.
+        """
         return {
             "adapter": self.name,
             "executable": self._spec.executable,
-            "version": self._cli_version(),
+            "version": self.pin,
             "allowed_tools": list(self._spec.allowed_tools),
             "disallowed_tools": list(self._spec.disallowed_tools),
             "max_turns": self._spec.max_turns,
             "max_budget_usd": self._spec.max_budget_usd,
             "permission_mode": self.permission_mode(),
             "setting_sources": SETTING_SOURCES,
-            "bundled_skills": False,
+            "builtin_skills": self._builtin_identity(),
             "always_disallowed": list(ALWAYS_DISALLOWED),
             "network": "model-api",
             **self._tools.identity(),
         }
 
-    def _cli_version(self) -> str | None:
-        with self._lock:
-            if not self._version_probed:
-                self._version = self._probe_version()
-                self._version_probed = True
-            return self._version
+    def _builtin_identity(self) -> dict[str, object]:
+        if self._cli.builtin_skills == "forbid":
+            return {"policy": "forbid"}
+        found = self.builtins()
+        if isinstance(found, str):
+            raise ToolUnavailable(
+                "agents.claude_code.builtin_skills: allow_if_equal records the built-in skills "
+                f"of Claude Code {self.pin} in every cell's identity, but they cannot be read: "
+                f"{found}"
+            )
+        return {"policy": "allow_if_equal", "skills": sorted(found.skills)}
 
-    def _probe_version(self) -> str | None:
-        runtime = _resolve_runtime(self._spec.executable)
+    # --- which CLI runs --------------------------------------------------------------------------
+
+    def runtime(self, *, install: bool = True) -> _Runtime | str:
+        """The CLI to start (wfbench's install of the pin unless the arm names one), or why not.
+
+        Args:
+            install: install the pinned release when it is missing (else say so).
+        """
+        if self._spec.executable is None:
+            try:
+                exe = ensure_claude_code(self.pin, install=install)
+            except ToolUnavailable as e:
+                return str(e)
+            return _resolve_runtime(str(exe))
+        return _resolve_runtime(self._spec.executable)
+
+    def verified_runtime(self, *, install: bool = True) -> tuple[_Runtime, str] | str:
+        """The CLI and its ``--version``, only if that is the pinned release; else why not."""
+        runtime = self.runtime(install=install)
         if isinstance(runtime, str):
-            return None
+            return runtime
+        version = self._cli_version(runtime)
+        if version == self.pin:
+            return runtime, version
+        if self._spec.executable is None:
+            fix = (
+                f"the install is damaged: delete {claude_code_home(self.pin)} and run "
+                "`wfbench doctor --install`"
+            )
+        else:
+            fix = (
+                f"install {self.pin} there, point executable at Claude Code {self.pin}, or drop "
+                "executable to use wfbench's own install of the pin"
+            )
+        answered = f"--version {version}" if version else "nothing to --version"
+        return (
+            f"Claude Code at {runtime.exe} answers {answered}, but agents.claude_code.version "
+            f"pins {self.pin}; no session runs under the pin's name on another CLI: {fix}"
+        )
+
+    def _cli_version(self, runtime: _Runtime) -> str | None:
+        with self._lock:
+            if runtime.exe not in self._versions:
+                self._versions[runtime.exe] = self._probe_version(runtime)
+            return self._versions[runtime.exe]
+
+    def _probe_version(self, runtime: _Runtime) -> str | None:
         try:
             res = run(
                 [str(runtime.exe), "--version"],
@@ -301,6 +401,66 @@ class ClaudeCodeAdapter:
         first = res.text().strip().splitlines()[:1]
         found = _VERSION_RE.search(first[0]) if first else None
         return found.group(0) if found else None
+
+    def builtins(self, *, install: bool = True) -> Builtins | str:
+        """The skills and plugins the pinned release brings itself (cached per process), or why
+        they cannot be read. Read once per CLI from a session in an empty worktree, stopped at
+        ``system/init``: it costs nothing."""
+        verified = self.verified_runtime(install=install)
+        if isinstance(verified, str):
+            return verified
+        runtime, version = verified
+        key = (str(runtime.exe), version)
+        with _BUILTINS_LOCK:
+            if key in _BUILTINS:
+                return _BUILTINS[key]
+        found = self._discover(runtime, version)
+        if isinstance(found, Builtins):
+            with _BUILTINS_LOCK:
+                _BUILTINS[key] = found
+        return found
+
+    def _discover(self, runtime: _Runtime, version: str) -> Builtins | str:
+        with tempfile.TemporaryDirectory(prefix="wfbench-builtins-") as tmp:
+            work, scratch = Path(tmp) / "worktree", Path(tmp) / "scratch"
+            work.mkdir()
+            scratch.mkdir()
+            ctx = _probe_context(work, scratch, PROBE_MODEL)
+            argv = [
+                str(runtime.exe),
+                *_HEADLESS,
+                "--model",
+                PROBE_MODEL,
+                "--strict-mcp-config",
+                "--mcp-config",
+                EMPTY_MCP_CONFIG,
+                "--setting-sources",
+                SETTING_SOURCES,
+                "--permission-mode",
+                "bypassPermissions",
+            ]
+            passed = {"ANTHROPIC_API_KEY": PLACEHOLDER_CREDENTIAL}
+            env = self._env(runtime, passed, None, bypass=True)
+            init, why = _probe(argv, env, ctx, runtime.mounts)
+        if init is None:
+            return (
+                f"Claude Code {version} did not start a session to read its built-in skills: {why}"
+            )
+        skills = init.get("skills")
+        plugins = init.get("plugins")
+        return Builtins(
+            version=version,
+            skills=frozenset(k for k in skills if isinstance(k, str))
+            if isinstance(skills, list)
+            else frozenset(),
+            plugins=tuple(
+                str(p.get("source") or p.get("name"))
+                for p in (plugins if isinstance(plugins, list) else [])
+                if isinstance(p, dict)
+            ),
+        )
+
+    # --- one session -----------------------------------------------------------------------------
 
     def permission_mode(self) -> str:
         """``dontAsk`` when tools are pre-approved (others are denied), else ``bypassPermissions``.
@@ -331,17 +491,18 @@ class ClaudeCodeAdapter:
         """The session's ``--max-budget-usd``: its phase's, else the agent's."""
         return ctx.max_budget_usd if ctx.max_budget_usd is not None else self._spec.max_budget_usd
 
-    def argv(self, exe: str, ctx: SessionContext) -> list[str]:
-        """The CLI arguments for one session (the prompt is not among them: it goes on stdin)."""
+    def argv(self, exe: str, ctx: SessionContext, *, settings: str | None = None) -> list[str]:
+        """The CLI arguments for one session (the prompt is not among them: it goes on stdin).
+
+        Args:
+            exe: the CLI.
+            ctx: the session.
+            settings: ``--settings`` JSON (:meth:`settings`), when the session needs one.
+        """
         spec = self._spec
         args = [
             exe,
-            "-p",
-            "--input-format",
-            "text",
-            "--output-format",
-            "stream-json",
-            "--verbose",
+            *_HEADLESS,
             "--model",
             ctx.model,
             "--strict-mcp-config",
@@ -352,6 +513,8 @@ class ClaudeCodeAdapter:
             "--permission-mode",
             self.permission_mode(),
         ]
+        if settings is not None:
+            args += ["--settings", settings]
         builtins = self._builtin_tools(ctx.expected_skill)
         if builtins is not None:
             # --allowedTools only pre-approves; --tools is what restricts the built-in set.
@@ -371,7 +534,22 @@ class ClaudeCodeAdapter:
             args += ["--plugin-dir", dest]
         return args
 
-    def expectations(self, ctx: SessionContext) -> Expectations:
+    def settings(self, builtins: Builtins, installed: frozenset[str]) -> str | None:
+        """The ``--settings`` JSON that turns off the release's built-in skills (``forbid``).
+
+        ``skillOverrides`` ``off`` hides a skill from the model and from ``/name`` alike (the
+        CLI's own settings schema). It applies with ``--setting-sources project`` because flag
+        settings always load. Skills the arm installs itself are left alone.
+        """
+        if self._cli.builtin_skills != "forbid":
+            return None
+        off = sorted(builtins.skills - installed)
+        if not off:
+            return None
+        overrides = {"skillOverrides": dict.fromkeys(off, "off")}
+        return json.dumps(overrides, sort_keys=True, separators=(",", ":"))
+
+    def expectations(self, ctx: SessionContext, builtins: Builtins | None = None) -> Expectations:
         """What this arm's session must look like (for :func:`check_init` and :func:`judge`)."""
         allowed = self._allowed_tools(ctx.expected_skill)
         granted = frozenset(t.strip() for t in allowed if "(" not in t)
@@ -389,9 +567,11 @@ class ClaudeCodeAdapter:
             restricted=restricted,
             unrestricted_mode=not allowed,
             granted=granted,
-            version=self._cli_version(),
+            version=self.pin,
             api_key_source="ANTHROPIC_API_KEY" if "ANTHROPIC_API_KEY" in ctx.secrets_env else None,
             mcp_servers=frozenset(self._spec.mcp_servers),
+            builtin_policy=self._cli.builtin_skills,
+            builtin_skills=builtins.skills if builtins is not None else frozenset(),
         )
 
     def _env(
@@ -415,6 +595,58 @@ class ClaudeCodeAdapter:
             extra["IS_SANDBOX"] = "1"
         return sandbox_env(extra)
 
+    def _prepared(
+        self, ctx: SessionContext
+    ) -> tuple[_Runtime, str, Builtins, Expectations, str | None] | str:
+        """Everything a session needs before it starts, or why it cannot start (free)."""
+        verified = self.verified_runtime()
+        if isinstance(verified, str):
+            return verified
+        runtime, version = verified
+        builtins = self.builtins()
+        if isinstance(builtins, str):
+            return builtins
+        want = self.expectations(ctx, builtins)
+        clash = sorted(builtins.skills & want.installed_skills)
+        if clash:
+            return (
+                f"the arm's skill(s) {', '.join(clash)} have the name of a skill built into "
+                f"Claude Code {version}, so init cannot show which one the session got: rename "
+                "them"
+            )
+        return runtime, version, builtins, want, self.settings(builtins, want.installed_skills)
+
+    def probe(self, ctx: SessionContext) -> InitProbe:
+        """Start this arm's session exactly as :meth:`run` would and stop it at ``system/init``.
+
+        What ``wfbench doctor`` and ``wfbench evolve``'s preflight show per arm: the permission
+        mode granted, the skills, tools, MCP servers and model in force, against the arm's
+        declaration. Credentials are placeholders and nothing reaches the model API.
+        """
+        prepared = self._prepared(ctx)
+        if isinstance(prepared, str):
+            return InitProbe(init=None, problem=prepared, forwarded=0)
+        runtime, _version, _builtins, want, settings = prepared
+        passed = {
+            name: PLACEHOLDER_CREDENTIAL if name in CREDENTIAL_HEADERS else value
+            for name, value in ctx.secrets_env.items()
+            if name != BASE_URL_ENV
+        }
+        bypass = self.permission_mode() == "bypassPermissions"
+        try:
+            tool_mounts = self._tools.mounts(ctx.graph_file)
+        except ContainmentError as e:
+            return InitProbe(init=None, problem=str(e), forwarded=0, want=want, settings=settings)
+        with tempfile.TemporaryDirectory(prefix="wfbench-mask-") as mask_dir:
+            init, why = _probe(
+                self.argv(str(runtime.exe), ctx, settings=settings),
+                self._env(runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass),
+                ctx,
+                (*runtime.mounts, *_settings_masks(ctx.workdir, Path(mask_dir)), *tool_mounts),
+            )
+        problem = check_init(init, want) if init is not None else why
+        return InitProbe(init=init, problem=problem, forwarded=0, want=want, settings=settings)
+
     def run(self, ctx: SessionContext) -> SessionResult:
         """Run one headless session in ``ctx.workdir``; never raises for agent failures.
 
@@ -424,10 +656,10 @@ class ClaudeCodeAdapter:
         Returns:
             The outcome, with usage taken only from the CLI's terminal ``result`` event.
         """
-        runtime = _resolve_runtime(self._spec.executable)
-        if isinstance(runtime, str):
-            return _infra(runtime)
-        version = self._cli_version()
+        prepared = self._prepared(ctx)
+        if isinstance(prepared, str):
+            return _infra(prepared)
+        runtime, version, _builtins, want, settings = prepared
         redactor = Redactor(ctx.secrets_env.values())
         credentials = credential_headers(ctx.secrets_env)
         if not credentials:
@@ -448,7 +680,6 @@ class ClaudeCodeAdapter:
             for name, value in ctx.secrets_env.items()
             if name != BASE_URL_ENV
         }
-        want = self.expectations(ctx)
         bypass = self.permission_mode() == "bypassPermissions"
         try:
             tool_mounts = self._tools.mounts(ctx.graph_file)
@@ -463,7 +694,7 @@ class ClaudeCodeAdapter:
             ):
                 watch = _InitWatch(lambda init: check_init(init, want), proxy)
                 res = run(
-                    self.argv(str(runtime.exe), ctx),
+                    self.argv(str(runtime.exe), ctx, settings=settings),
                     isolation=Isolation.SANDBOX,
                     env=self._env(runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass),
                     timeout_s=ctx.timeout_s,
@@ -515,6 +746,71 @@ class ClaudeCodeAdapter:
             agent_version=version,
             wall_s=res.duration_s,
         )
+
+
+_HEADLESS = ("-p", "--input-format", "text", "--output-format", "stream-json", "--verbose")
+
+
+def _probe_context(work: Path, scratch: Path, model: str) -> SessionContext:
+    return SessionContext(
+        task_id="probe",
+        arm="probe",
+        run=0,
+        prompt="",
+        model=model,
+        effort=None,
+        workdir=work,
+        scratch=scratch,
+        timeout_s=PROBE_TIMEOUT_S,
+    )
+
+
+def _probe(
+    argv: list[str], env: dict[str, str], ctx: SessionContext, mounts: tuple[Mount, ...]
+) -> tuple[dict[str, Any] | None, str]:
+    """Run ``argv`` as a session in ``ctx`` until its ``system/init``; the init, or why none.
+
+    The egress proxy holds the first model request and is refused at the stop, so a probe never
+    reaches an upstream (its upstream is the discard port anyway).
+    """
+    seen: dict[str, Any] = {}
+
+    def stop(init: Mapping[str, Any]) -> str:
+        seen.update(init)
+        return _PROBE_STOP
+
+    try:
+        with ModelApiProxy(
+            _PROBE_UPSTREAM,
+            credentials={"x-api-key": PLACEHOLDER_CREDENTIAL},
+            hold=True,
+            timeout_s=PROBE_TIMEOUT_S,
+        ) as proxy:
+            watch = _InitWatch(stop, proxy)
+            res = run(
+                argv,
+                isolation=Isolation.SANDBOX,
+                env=env,
+                timeout_s=PROBE_TIMEOUT_S,
+                stdin=b"wfbench probe: this session is stopped at system/init",
+                max_output=_MAX_INIT_BYTES * 2,
+                sandbox=session_sandbox(
+                    ctx, network=False, extra=mounts, model_api=proxy.channel()
+                ),
+                watch=watch,
+            )
+            forwarded = proxy.forwarded
+    except (ContainmentError, OSError, ValueError) as e:
+        return None, f"{type(e).__name__}: {e}"
+    if forwarded:
+        return None, f"the egress proxy forwarded {forwarded} request(s) during a probe"
+    if seen:
+        return seen, ""
+    if watch.problem and watch.problem != _PROBE_STOP:
+        return None, watch.problem
+    tail = res.tail(300).strip()
+    how = "timed out" if res.timed_out else f"exit {res.returncode}"
+    return None, f"the CLI printed no system/init event ({how}){': ' + tail if tail else ''}"
 
 
 def _infra(detail: str, version: str | None = None) -> SessionResult:

@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from bench_assets.agents.base import (
     ModelUsage,
@@ -351,6 +351,11 @@ class Expectations:
     """Where the CLI must take its key from (``ANTHROPIC_API_KEY``: the proxy's placeholder)."""
     mcp_servers: frozenset[str] = frozenset()
     """The arm's MCP servers: exactly these must be listed in init, none of them failed."""
+    builtin_policy: Literal["forbid", "allow_if_equal"] = "forbid"
+    """``agents.claude_code.builtin_skills``: what may be listed beside the arm's own skills."""
+    builtin_skills: frozenset[str] = frozenset()
+    """The skills this CLI release brings itself (read from an empty worktree). ``forbid``: each
+    session turns them off and none may remain; ``allow_if_equal``: exactly these must remain."""
 
 
 def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
@@ -368,10 +373,10 @@ def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
     if model != want.model:
         return f"the CLI runs model {model!r}, but {want.model!r} was requested"
     version = init.get("claude_code_version")
-    if want.version is not None and version is not None and version != want.version:
+    if want.version is not None and version != want.version:
         return (
-            f"the session runs Claude Code {version!r}, but {want.version!r} is recorded in the "
-            "cell identity (the executable changed)"
+            f"the session runs Claude Code {version!r}, but {want.version!r} is pinned "
+            "(agents.claude_code.version) and recorded in the cell identity"
         )
     source = init.get("apiKeySource")
     if want.api_key_source is not None and source != want.api_key_source:
@@ -407,12 +412,9 @@ def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
         return f"disallowed tool(s) {', '.join(leaked)} are available in the session"
     skills = init.get("skills")
     names = {k for k in skills if isinstance(k, str)} if isinstance(skills, list) else set()
-    foreign = sorted(n for n in names if n.rsplit(":", 1)[-1] not in want.installed_skills)
-    if foreign:
-        return (
-            f"skills not installed by the arm are available: {', '.join(foreign)} (bundled or "
-            "user skills make arms unequal)"
-        )
+    problem = _skills_problem(names, want)
+    if problem:
+        return problem
     if want.expected_skill is not None:
         if _SKILL_TOOL not in present:
             return f"expected skill {want.expected_skill!r} needs the Skill tool, which is absent"
@@ -421,6 +423,40 @@ def check_init(init: Mapping[str, Any] | None, want: Expectations) -> str:
                 f"expected skill {want.expected_skill!r} is not available in the session "
                 f"(init skills: {', '.join(sorted(names)) or 'none'})"
             )
+    return ""
+
+
+def _skills_problem(names: set[str], want: Expectations) -> str:
+    """Why the skills listed in init are not the arm's (plus the allowed built-ins), or ""."""
+    foreign = {n for n in names if n.rsplit(":", 1)[-1] not in want.installed_skills}
+    release = f"Claude Code {want.version}" if want.version else "this Claude Code"
+    if want.builtin_policy == "allow_if_equal":
+        other = sorted(foreign - want.builtin_skills)
+        if other:
+            return (
+                f"skills neither installed by the arm nor built into {release} are available: "
+                f"{', '.join(other)} (user or plugin skills make arms unequal)"
+            )
+        missing = sorted(want.builtin_skills - names)
+        if missing:
+            return (
+                f"built-in skill(s) {', '.join(missing)} of {release} are missing from this "
+                "session; agents.claude_code.builtin_skills: allow_if_equal requires every arm "
+                "to see the same built-in skills"
+            )
+        return ""
+    if foreign:
+        brought = sorted(foreign & want.builtin_skills)
+        why = (
+            f"; {release} brings {', '.join(brought)} and skillOverrides did not turn them off"
+            if brought
+            else ""
+        )
+        return (
+            f"skills not installed by the arm are available: {', '.join(sorted(foreign))} "
+            f"(bundled, built-in or user skills make arms unequal; "
+            f"agents.claude_code.builtin_skills: forbid{why})"
+        )
     return ""
 
 

@@ -128,6 +128,21 @@ def _describe(changed: list[str]) -> tuple[Literal["code", "upstream"], str]:
     return "upstream", "upstream changed: " + ", ".join(upstream)
 
 
+def _cli_move(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """``"Claude Code CLI 2.1.197 → 2.1.332 (agents.claude_code.version): "`` when the cell's
+    pinned CLI release moved (a deliberate upgrade re-pays the cells made with the old one)."""
+    a, b = old.get("agent"), new.get("agent")
+    if (
+        not isinstance(a, Mapping)
+        or not isinstance(b, Mapping)
+        or b.get("adapter") != "claude-code"
+    ):
+        return ""
+    if a.get("version") == b.get("version"):
+        return ""
+    return f"Claude Code CLI {a.get('version')} → {b.get('version')} (agents.claude_code.version): "
+
+
 def generation_number(generation: str) -> int:
     """The number in a generation id (``g0007`` → 7); 0 when there is none."""
     digits = "".join(ch for ch in generation if ch.isdigit())
@@ -247,7 +262,9 @@ def reuse_verdict(
     if before.identity_digest != digest:
         changed = identity_diff(before.identity, ident)
         kind, reason = _describe(changed)
-        return Verdict(kind=kind, reason=reason, changed=changed)
+        return Verdict(
+            kind=kind, reason=_cli_move(before.identity, ident) + reason, changed=changed
+        )
     if role == "candidate":
         return Verdict(kind="reusable", reason="unchanged candidate cell (same overlay)")
     if gate_canary:

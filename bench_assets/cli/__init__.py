@@ -2,8 +2,8 @@
 
 One module per group of commands: :mod:`.tasks` (validate, schema, pin, sync, inputs),
 :mod:`.cells` (cells, grade, try), :mod:`.decision` (decide, explain, report, ledger),
-:mod:`.generation` (evolve, plan, apply) and :mod:`.suites` (import swebench, export); what they
-share is in :mod:`.common`. Commands that
+:mod:`.generation` (evolve, plan, apply), :mod:`.suites` (import swebench, export) and
+:mod:`.doctor` (is this machine ready); what they share is in :mod:`.common`. Commands that
 report data take ``--json``. Dagster is imported only when a command that touches the instance
 runs, so importing this package (``wfbench validate``, ``wfbench --help``) stays fast.
 
@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from bench_assets import __version__
-from bench_assets.cli import cells, decision, generation, suites, tasks
+from bench_assets.cli import cells, decision, doctor, generation, suites, tasks
 from bench_assets.cli.common import EXIT_FAILED, exit_code_for, fail
 from bench_assets.errors import ValidationFailed, WfbenchError
 
@@ -110,6 +110,7 @@ for _command in (
     generation.apply_cmd,
     suites.import_group,
     suites.export,
+    doctor.doctor,
 ):
     main.add_command(_command)
 

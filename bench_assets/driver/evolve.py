@@ -27,6 +27,7 @@ import dagster as dg
 
 from bench_assets import apply as apply_mod
 from bench_assets import sandbox
+from bench_assets.agents.preflight import require_live_agents
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
@@ -316,6 +317,8 @@ def _evolve_locked(
     tasks = _selection(bench, resumed.tasks if resumed else None, include_expensive, progress)
     sync_instance(instance, bench)
     sandbox.preflight()
+    # Live agents: the pinned CLI and each arm's session up to system/init, before any payment.
+    require_live_agents(bench, candidate=candidate, progress=progress)
     stale = remove_stale_work(artifacts)
     if stale:
         progress(f"removed {stale} worktree(s) left by killed cells")

@@ -87,11 +87,11 @@ def reading_notes(doc: DecisionDocument) -> list[str]:
     if d.policy_name == "paired":
         notes.append(
             f"Non-inferiority: the candidate's mean per-task resolve rate may be at most "
-            f"{pol.resolve_margin:.0%} below the comparator's; a candidate exactly that much worse "
-            f"is promoted at most {pol.resolve_error:.0%} of the time over all "
-            f"{pol.max_looks} look(s) (group-sequential, {pol.spending} spending). The cost must "
-            f"fall by at least {pol.min_improvement:.0%} (estimate) and below the comparator "
-            f"(one-sided error {pol.cost_error:.1%} over the looks), against a comparator level "
+            f"{pol.resolve_margin:.0%} below the comparator's, shown with "
+            f"{1 - pol.resolve_error:.0%} one-sided confidence over all {pol.max_looks} look(s) "
+            f"(group-sequential, {pol.spending} spending); the cost must fall by at least "
+            f"{pol.min_improvement:.0%} (estimate) and below the comparator with "
+            f"{1 - pol.cost_error:.0%} one-sided confidence, against a comparator level "
             "corrected for drift between its fresh and its reused or pooled runs."
         )
     elif d.policy_name == "paired_v2":

@@ -186,14 +186,19 @@ def test_the_fresh_weight_grows_with_the_suite_and_a_real_saving_still_promotes(
 
 
 def test_large_drift_still_asks_once_to_repay_the_comparator() -> None:
-    first = decide(gate(_drift_world(10, 0.5), V3))
+    first = decide(gate(_drift_world(10, 0.5, ratio=0.9), V3))
     assert first.next_action == "repay_comparator" and first.decision == "insufficient_evidence"
     assert first.paired_v2 is not None
     again = decide(
-        gate(_drift_world(10, 0.5), V3, comparator_repaid=True, prior_looks=first.paired_v2.looks)
+        gate(
+            _drift_world(10, 0.5, ratio=0.9),
+            V3,
+            comparator_repaid=True,
+            prior_looks=first.paired_v2.looks,
+        )
     )
     assert again.next_action != "repay_comparator"
-    assert decide(gate(_drift_world(10, 0.0), V3)).next_action != "repay_comparator"
+    assert decide(gate(_drift_world(10, 0.0, ratio=0.9), V3)).next_action != "repay_comparator"
 
 
 def test_old_evidence_without_any_fresh_run_is_insufficient() -> None:
@@ -259,7 +264,7 @@ def test_the_power_report_says_plainly_what_a_small_suite_cannot_promise() -> No
 
     small = power_report(V3, 10, 3, 1.0, 11.0)
     assert small.power_cheaper20 < 0.8 and small.max_candidate_cells == 60
-    assert small.tasks_for_80_20 is not None and 25 <= small.tasks_for_80_20 <= 80
+    assert small.tasks_for_80_20 is not None and 15 <= small.tasks_for_80_20 <= 100
     text = "\n".join(report_lines(small))
     assert "cannot promise 80 % power" in text and f"about {small.tasks_for_80_20} tasks" in text
     # control: a large suite can, and says so

@@ -39,10 +39,12 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
    ``drift_confidence`` lower bound above ``log(1 + drift_repay_above)``: the generation re-pays
    the comparator's reused cells fresh and sets the pooled history aside (once; for power — the
    cost test is already corrected). Old evidence with no fresh run on any task: insufficient.
-5. **Per-task regression veto** (keep): one-sided Fisher p ≤ ``regression_error``/n on a task,
+5. **Total spend** against the same drift-corrected comparator (per task ``w``·fresh mean +
+   ``(1 − w)``·old mean/``exp(δ̂)``): above ``max_total_spend_ratio`` → keep.
+6. **Per-task regression veto** (keep): one-sided Fisher p ≤ ``regression_error``/n on a task,
    at every look (v2's rule; at 3 vs 3 runs it cannot fire — see the calibration for its power
    at the maximum runs).
-6. **The last look decides.** At a look before the last, only-inconclusive evidence tops up
+7. **The last look decides.** At a look before the last, only-inconclusive evidence tops up
    (``next_action = top_up``); at the last look a test that has not passed is *keep*: the design
    has answered, and a later generation re-testing the same candidate would spend the error
    again.
@@ -50,7 +52,9 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
 
 import math
 import statistics
+from typing import Literal
 
+from bench_assets.errorkinds import is_excluded
 from bench_assets.gate import paired2
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
@@ -65,6 +69,7 @@ from bench_assets.gate.models import (
     ResolveBound,
     RunOutcome,
     SequentialDesign,
+    SpendRatio,
 )
 from bench_assets.gate.numerics import pct, t_cdf, t_quantile
 from bench_assets.gate.sequential import nominal, spent
@@ -353,6 +358,61 @@ def _cost(
     return test, weight, ts[-1], a, f
 
 
+def _spend(
+    counted: list[Task],
+    inp: GateInput,
+    rows: Rows,
+    w: float,
+    drift: DriftEstimate,
+    findings: list[Finding],
+) -> SpendRatio:
+    """Total spend against the same drift-corrected comparator as the cost test: per task the
+    comparator's mean metric is ``w``·fresh mean + ``(1 − w)``·old mean / ``exp(δ̂)`` (v2 summed
+    old and fresh alike, so a drift made a candidate's total look smaller)."""
+    limit = inp.policy.max_total_spend_ratio
+    if not counted:
+        return SpendRatio(ratio=None, limit=limit, verdict="unmeasured")
+    shrink = math.exp(-(drift.estimate or 0.0))
+
+    def values(rs: list[RunOutcome]) -> list[float]:
+        return [o.metric for o in rs if not is_excluded(o.error_kind) and o.metric is not None]
+
+    cand = comp = 0.0
+    for t in counted:
+        c = values(rows.get((t.task, inp.candidate_arm), []))
+        rs = rows.get((t.task, inp.incumbent_arm), [])
+        fresh = values([o for o in rs if not o.reused and not o.pooled])
+        old = values([o for o in rs if o.reused or o.pooled])
+        cand += math.fsum(c) / len(c)
+        if fresh and old:
+            comp += w * math.fsum(fresh) / len(fresh) + (1 - w) * shrink * math.fsum(old) / len(old)
+        elif fresh:
+            comp += math.fsum(fresh) / len(fresh)
+        else:
+            comp += shrink * math.fsum(old) / len(old)
+    if comp <= 0:
+        return SpendRatio(ratio=None, limit=limit, verdict="unmeasured")
+    ratio = cand / comp
+    verdict: Literal["within", "exceeded", "report_only"]
+    if limit is None:
+        verdict = "report_only"
+    elif ratio > limit:
+        verdict = "exceeded"
+        findings.append(
+            Finding(
+                rule="total_spend",
+                effect="keep",
+                task=None,
+                message=f"total {inp.policy.metric}: candidate spends {ratio:.3f}x the "
+                f"drift-corrected comparator summed over counted tasks, above the {limit:g}x "
+                "limit.",
+            )
+        )
+    else:
+        verdict = "within"
+    return SpendRatio(ratio=ratio, limit=limit, verdict=verdict)
+
+
 def check_set(
     inp: GateInput, tasks: list[Task], outcomes: list[RunOutcome], findings: list[Finding]
 ) -> tuple[PairedV2Statistics, NextStep]:
@@ -417,7 +477,9 @@ def check_set(
     else:
         resolve, info_r, a_r, f_r = _resolve(counted, inp, sched, findings)
         cost, weight, info_c, a_c, f_c = _cost(counted, inp, rows, drift, sched, findings)
-    spend = paired2._spend(counted, inp, rows, findings)
+    spend = _spend(
+        counted, inp, rows, 1.0 if weight is None else weight.weight_fresh, drift, findings
+    )
 
     effects = {f.effect for f in findings}
     action: NextStep = "decide"

@@ -613,6 +613,29 @@ def test_recorded_real_streams_get_the_right_kind_and_detail(
     assert "subtype 'success'" not in detail
 
 
+def test_a_real_2_1_332_session_with_its_built_in_skills_is_refused_under_forbid() -> None:
+    """Issue 22: 2.1.332 lists doctor and plugin-authoring past CLAUDE_CODE_DISABLE_BUNDLED_SKILLS
+    (recorded with the built-ins left on); forbid refuses it naming both, allow_if_equal with the
+    release's set accepts it, and a set that differs is not equal."""
+    builtins = frozenset({"doctor", "plugin-authoring"})
+    forbid = _want(version="2.1.332", builtin_skills=builtins)
+    kind, detail = _judge_recorded("builtin_skills_2_1_332", forbid)
+    assert kind is ErrorKind.INFRA_ERROR
+    assert detail == (
+        "skills not installed by the arm are available: doctor, plugin-authoring (bundled, "
+        "built-in or user skills make arms unequal; agents.claude_code.builtin_skills: forbid; "
+        "Claude Code 2.1.332 brings doctor, plugin-authoring and skillOverrides did not turn "
+        "them off)"
+    )
+    equal = _want(version="2.1.332", builtin_skills=builtins, builtin_policy="allow_if_equal")
+    assert _judge_recorded("builtin_skills_2_1_332", equal) == (None, "")
+    fewer = _want(
+        version="2.1.332", builtin_skills=frozenset({"doctor"}), builtin_policy="allow_if_equal"
+    )
+    kind, detail = _judge_recorded("builtin_skills_2_1_332", fewer)
+    assert kind is ErrorKind.INFRA_ERROR and "nor built into Claude Code 2.1.332" in detail
+
+
 def test_limits_are_valid_negatives_and_api_failures_systemic() -> None:
     """M2: a looping skill's failures count against it and never trip the outage breaker."""
     for kind in (ErrorKind.TURN_LIMIT, ErrorKind.BUDGET_LIMIT):

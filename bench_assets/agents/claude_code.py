@@ -5,8 +5,8 @@ One session is one sandboxed process::
     claude -p --input-format text --output-format stream-json --verbose --model M
         --strict-mcp-config --mcp-config '{"mcpServers":{}}' --setting-sources project
         --permission-mode MODE --disallowedTools WebSearch --disallowedTools WebFetch
-        [--tools T,...] [--allowedTools T]... [--disallowedTools T]... [--max-turns N]
-        [--max-budget-usd X] [--effort E]
+        [--settings '{"skillOverrides":{...}}'] [--tools T,...] [--allowedTools T]...
+        [--disallowedTools T]... [--max-turns N] [--max-budget-usd X] [--effort E]
 
 with the prompt on standard input (never in argv, where any process could read it). The CLI's
 ``stream-json`` output is one JSON object per line: a ``system``/``init`` event, ``assistant`` and
@@ -23,8 +23,16 @@ What every session is, whatever the arm (so arms differ only in what they claim 
   forces the mode back to ``default`` and denies every un-approved write. The mode in force is
   read back from ``system/init``; a mismatch, or a permission denial of a tool the arm did not
   restrict, is an ``infra-error`` — never a valid negative with 0 files changed.
-* **No bundled skills** (``CLAUDE_CODE_DISABLE_BUNDLED_SKILLS=1``): ``init.skills`` may hold only
+* **The pinned release** (``agents.claude_code.version``): wfbench's own install of it
+  (:mod:`bench_assets.tools`) unless the arm names an ``executable``; either way the CLI must
+  answer ``--version`` with the pin and ``init`` must name it, else no session starts. The cell
+  identity holds the pin, never a probe.
+* **No skills but the arm's** (``CLAUDE_CODE_DISABLE_BUNDLED_SKILLS=1``, and since 2.1.332 the
+  skills the release brings past it — ``doctor``, built-in plugins' ``plugin-authoring`` — read
+  once per release from an init-only session in an empty worktree (``builtins()``) and turned
+  off with ``--settings`` ``skillOverrides``): ``init.skills`` may hold only
   skills installed in the worktree's ``.claude/skills``; the ``skills: none`` baseline has none.
+  (``builtin_skills: allow_if_equal`` keeps the release's own and requires exactly them.)
 * **The repository's own Claude configuration.** Project settings are the only setting source
   (``--setting-sources project``: no user or local settings). A repository's
   ``.claude/settings.json`` / ``.claude/settings.local.json`` are masked with an empty ``{}``

@@ -2,8 +2,8 @@
 
 A moved pin (``agents.claude_code.version``) makes exactly the claude-code cells stale, for that
 reason alone, and ``wfbench plan`` says so; a CLI that is not the pin is refused by ``wfbench
-evolve``'s preflight before anything is paid. The CLI here is the fake (``tests/fake_claude``,
-which answers 9.9.9 like a release would), so these tests need no npm.
+evolve``'s preflight before anything is paid. The CLI here is the fake (``tests/fake_claude``),
+copied to answer as release 2.1.197 would, so these tests need no npm.
 """
 
 import json
@@ -64,13 +64,23 @@ def test_a_moved_pin_names_the_cli_upgrade_as_the_reason() -> None:
     assert other.reason == "code identity changed: agent.max_turns"
 
 
+def _fake_release(tmp_path: Path, version: str) -> Path:
+    """The fake CLI, answering ``version`` (to --version and in init) like that release."""
+    exe = tmp_path / "bin" / "claude"
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    exe.write_text(FAKE.read_text().replace("9.9.9", version))
+    exe.chmod(0o755)
+    return exe
+
+
 def _live_bench(tmp_path: Path, version: str, **agent: Any) -> Path:
-    """The replay bench plus a claude-code comparator arm running the fake CLI."""
+    """The replay bench plus a claude-code comparator arm running the fake CLI as ``version``."""
     root = replay_bench(tmp_path)
     data = yaml.safe_load((root / "bench.yaml").read_text())
     data["agents"] = {"claude_code": {"version": version}}
+    exe = _fake_release(tmp_path, version)
     data["arms"]["live"] = {
-        "agent": {"adapter": "claude-code", "executable": str(FAKE), **agent},
+        "agent": {"adapter": "claude-code", "executable": str(exe), **agent},
         "skills": "incumbent",
     }
     write_yaml(root / "bench.yaml", data)
@@ -98,7 +108,7 @@ def _records(art: Path) -> list[Path]:
 def test_moving_the_pin_re_pays_exactly_the_cli_cells_and_a_cli_off_the_pin_pays_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = _live_bench(tmp_path, "9.9.9")
+    root = _live_bench(tmp_path, "2.1.197")
     art = tmp_path / "art"
     monkeypatch.setenv("WFBENCH_ARTIFACTS", str(art))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-pin-test-key-0000000000000000")
@@ -108,11 +118,11 @@ def test_moving_the_pin_re_pays_exactly_the_cli_cells_and_a_cli_off_the_pin_pays
     assert "live-agent preflight" in first.output
     paid = _records(art)
     live = [json.loads(p.read_text()) for p in paid if "/live." in str(p)]
-    assert len(live) == 1 and live[0]["identity"]["agent"]["version"] == "9.9.9"
-    assert live[0]["agent_version"] == "9.9.9"
+    assert len(live) == 1 and live[0]["identity"]["agent"]["version"] == "2.1.197"
+    assert live[0]["agent_version"] == "2.1.197"
 
     # The pin moves: `wfbench plan` re-pays the live cell for that reason and nothing else.
-    _pin(root, "9.9.10")
+    _pin(root, "2.1.332")
     res = runner.invoke(main, ["plan", "--tasks", str(root), "--json"])
     assert res.exit_code == 0, res.output
     plan = json.loads(res.stdout)
@@ -121,22 +131,24 @@ def test_moving_the_pin_re_pays_exactly_the_cli_cells_and_a_cli_off_the_pin_pays
     assert by_arm["live"]["kind"] == "code"
     assert by_arm["live"]["changed"] == ["agent.version"]
     assert by_arm["live"]["reason"].startswith(
-        "Claude Code CLI 9.9.9 → 9.9.10 (agents.claude_code.version): "
+        "Claude Code CLI 2.1.197 → 2.1.332 (agents.claude_code.version): "
     )
     for cell in plan:
         if cell["arm"] != "live":
             assert cell["kind"] in ("reusable", "canary"), cell
             assert cell["changed"] == [], cell
     text = runner.invoke(main, ["plan", "--tasks", str(root)])
-    assert "Claude Code CLI 9.9.9 → 9.9.10" in text.output
+    assert "Claude Code CLI 2.1.197 → 2.1.332" in text.output
 
-    # The installed CLI (the fake answers 9.9.9) is not the pin: evolve refuses before paying.
+    # The arm's CLI still answers 2.1.197, not the pin: evolve refuses before paying.
     _add_candidate(root, "c2")
     second = runner.invoke(main, ["evolve", "--tasks", str(root)])
     assert second.exit_code == 2, second.output
     assert "live-agent preflight failed; nothing was paid" in second.output
-    assert f"Claude Code at {FAKE} answers --version 9.9.9" in second.output
-    assert "pins 9.9.10" in second.output
+    assert f"Claude Code at {tmp_path / 'bin' / 'claude'} answers --version 2.1.197" in (
+        second.output
+    )
+    assert "pins 2.1.332" in second.output
     assert _records(art) == paid
 
 

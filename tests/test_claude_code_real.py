@@ -533,4 +533,7 @@ def test_real_cli_session_resolves_a_demo_task(tmp_path: Path, pinned_cli: Cli) 
 def test_the_ci_pin_is_the_default_pin() -> None:
     """``.ci/claude-code.version`` (what CI installs) is the release wfbench suggests and uses
     for an ad hoc arm; moving one without the other would test a CLI nobody runs."""
-    assert PIN == CLAUDE_CODE_VERSION
+    assert PIN == CLAUDE_CODE_VERSION, (
+        f".ci/claude-code.version ({PIN}) and bench_assets.models.CLAUDE_CODE_VERSION "
+        f"({CLAUDE_CODE_VERSION}) must move together: the suggested pin is the one CI tests"
+    )

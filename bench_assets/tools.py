@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bench_assets.errors import InputError
+from bench_assets.errors import ContainmentError, InputError
 from bench_assets.fsutil import atomic_write_text, locked, publish_dir, remove_tree, staging_dir
 from bench_assets.hashing import sha256_file
 from bench_assets.sandbox import SANDBOX_HOME, Isolation, Mount, SandboxSpec, run, sandbox_env
@@ -168,7 +168,13 @@ def install_claude_code(version: str, *, progress: Callable[[str], None] = lambd
         progress(f"installing Claude Code {version} from the npm registry into {final} ...")
         staging = staging_dir(parent, f"install-{version}")
         try:
-            record = _install_into(staging, version)
+            try:
+                record = _install_into(staging, version)
+            except ContainmentError as e:
+                raise ToolUnavailable(
+                    f"Claude Code {version} cannot be installed: npm runs in the sandbox, which "
+                    f"is not available: {e}"
+                ) from e
             atomic_write_text(
                 staging / INSTALL_FILE, record.model_dump_json(indent=2) + "\n", mode=0o444
             )
@@ -277,13 +283,16 @@ def probe_version(exe: Path) -> str | None:
     if not resolved.is_file():
         return None
     mounts = () if _system(resolved) else (Mount(resolved.parent, str(resolved.parent)),)
-    res = run(
-        [str(resolved), "--version"],
-        isolation=Isolation.SANDBOX,
-        env=sandbox_env(_VERSION_ENV),
-        timeout_s=VERSION_TIMEOUT_S,
-        sandbox=SandboxSpec(mounts=mounts),
-    )
+    try:
+        res = run(
+            [str(resolved), "--version"],
+            isolation=Isolation.SANDBOX,
+            env=sandbox_env(_VERSION_ENV),
+            timeout_s=VERSION_TIMEOUT_S,
+            sandbox=SandboxSpec(mounts=mounts),
+        )
+    except ContainmentError:
+        return None
     lines = res.text().strip().splitlines() if res.ok else []
     return lines[0].strip() if lines else None
 
@@ -360,12 +369,15 @@ def registry_latest() -> str | None:
         return None
     cache = tools_root() / "npm-cache"
     cache.mkdir(parents=True, exist_ok=True)
-    res = run(
-        [npm, "view", CLAUDE_CODE_PACKAGE, "dist-tags.latest"],
-        isolation=Isolation.SANDBOX,
-        env=_npm_env(path, cache),
-        timeout_s=REGISTRY_TIMEOUT_S,
-        sandbox=SandboxSpec(network=True, mounts=(*mounts, Mount(cache, str(cache), True))),
-    )
+    try:
+        res = run(
+            [npm, "view", CLAUDE_CODE_PACKAGE, "dist-tags.latest"],
+            isolation=Isolation.SANDBOX,
+            env=_npm_env(path, cache),
+            timeout_s=REGISTRY_TIMEOUT_S,
+            sandbox=SandboxSpec(network=True, mounts=(*mounts, Mount(cache, str(cache), True))),
+        )
+    except ContainmentError:
+        return None
     answer = res.text().strip() if res.ok else ""
     return answer or None

@@ -765,7 +765,7 @@ class PolicyConfig(_Strict):
     or the saving below ``min_improvement``, at this one-sided error. 0 turns futility off."""
     spending: Literal["obrien_fleming", "pocock"] = "obrien_fleming"
     """Gate v3: the Lan–DeMets spending function over the observed information fraction."""
-    drift_prior_sd: float = Field(default=0.10, ge=0)
+    drift_prior_sd: float = Field(default=0.15, ge=0)
     """Gate v3: the comparator cost drift (log scale) the cost test is built to withstand. The
     comparator level of a task is ``(1 − w)·old + w·fresh`` with ``w = (A + B²)/(A + B² + F)``
     (A, F: the variances of the old and fresh means, B this value): the drift-robust

@@ -171,6 +171,10 @@ def test_explain_names_policy_tasks_and_evidence(
     assert res.exit_code == 0, res.output
     assert "generation g0002: insufficient_evidence" in res.output
     assert "policy paired" in res.output
+    # Exactly the settings gate v3 reads, and the cheat counts per arm.
+    assert "resolve_margin 0.1," in res.output and "resolve_error" in res.output
+    assert "v2_resolve_margin" not in res.output and "seed" not in res.output
+    assert "cheats, candidate cand: 0 grader-tampered" in res.output
     g1 = {md["generation"]: md for md in decision_records(instance)}["g0001"]
     g1_doc = load_decision(Path(str(g1["decision_path"])))
     paid = g1_doc.lineage_of("alpha", "workflow", 0)

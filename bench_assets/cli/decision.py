@@ -143,21 +143,18 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
         f") as arm {d.candidate_arm} vs incumbent arm {d.incumbent_arm} "
         f"(skills {short(doc.incumbent_skills_digest)})"
     )
+    from bench_assets.gate.explain import integrity_lines, v2_lines
+    from bench_assets.models import POLICY_READS
+
+    # Exactly the settings the deciding policy reads (a field it ignores is never shown as if it
+    # mattered: issue 23's margin trap).
     pol = d.policy
-    v2 = d.policy_name == "paired"
-    margin, level = (
-        (pol.v2_resolve_margin, pol.v2_confidence) if v2 else (pol.resolve_margin, pol.confidence)
-    )
-    click.echo(
-        f"policy {d.policy_name}: metric {d.metric}, min_runs {pol.min_runs}, "
-        f"min_improvement {pol.min_improvement}, resolve_margin {margin}, "
-        f"confidence {level}, seed {pol.seed}"
-    )
+    reads = sorted(k for k in POLICY_READS.get(d.policy_name, ()) if k not in ("name", "metric"))
+    settings = ", ".join(f"{k} {getattr(pol, k)}" for k in reads if hasattr(pol, k))
+    click.echo(f"policy {d.policy_name}: metric {d.metric}; {settings}")
     expires = d.evidence_expires_at.isoformat() if d.evidence_expires_at else "(no evidence)"
     click.echo(f"evidence expires {expires}; decided in run {run_id}")
-    from bench_assets.gate.explain import v2_lines
-
-    for line in v2_lines(d):
+    for line in integrity_lines(d) + v2_lines(d):
         click.echo(line)
     click.echo("\nreasons:")
     for reason in d.reasons:

@@ -82,6 +82,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bench_assets.discovery import is_fixture, opts_out
+
 CanaryKind = Literal["always-fails", "mutant"]
 Outcome = Literal[
     "passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected", "missing"
@@ -213,7 +215,7 @@ def _plant(
         tree = ast.parse(src.text)
     except (SyntaxError, ValueError):
         return source, []
-    if _opts_out(tree.body):
+    if opts_out(tree.body):
         return source, []
     mod = _Module(module_rel, src, tree, avoid)
     plans = mod.choose(rng, mutants, prefer)
@@ -363,26 +365,6 @@ _STOP_WORDS = frozenset(
     "a an the and or but of to is are be was in on at by for with without when if not no after "
     "before still has have it its as from into than then that this does do can".split()
 )
-
-
-def _is_fixture(node: _Func) -> bool:
-    """Decorated with ``fixture`` / ``pytest.fixture(...)`` (``usefixtures`` is a mark)."""
-    return any(
-        ast.unparse(d.func if isinstance(d, ast.Call) else d).rsplit(".", 1)[-1] == "fixture"
-        for d in node.decorator_list
-    )
-
-
-def _opts_out(body: list[ast.stmt]) -> bool:
-    for stmt in body:
-        if (
-            isinstance(stmt, ast.Assign)
-            and any(isinstance(t, ast.Name) and t.id == "__test__" for t in stmt.targets)
-            and isinstance(stmt.value, ast.Constant)
-            and not stmt.value.value
-        ):
-            return True
-    return False
 
 
 def _walk_scope(node: ast.AST) -> Iterable[ast.AST]:
@@ -542,7 +524,7 @@ class _Module:
     def _collect(self) -> None:
         for node in self.tree.body:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                if node.name.startswith("test") and not _is_fixture(node):
+                if node.name.startswith("test") and not is_fixture(node):
                     ok = not self._rebound(node, self.tree.body)
                     self.tests.append(self._test(node, None, -1, ok, False))
         subclassed = {
@@ -553,7 +535,7 @@ class _Module:
         }
         for index, cls in enumerate(self.classes):
             unittest = any(ast.unparse(b).endswith("TestCase") for b in cls.bases)
-            if not (cls.name.startswith("Test") or unittest) or _opts_out(cls.body):
+            if not (cls.name.startswith("Test") or unittest) or opts_out(cls.body):
                 continue
             if not unittest and any(
                 isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in cls.body
@@ -569,7 +551,7 @@ class _Module:
                 unittest = not defined & {"assertEqual", "assertEquals", "assertIs"}
             for node in cls.body:
                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                    if node.name.startswith("test") and not _is_fixture(node):
+                    if node.name.startswith("test") and not is_fixture(node):
                         live = ok and not self._rebound(node, cls.body)
                         self.tests.append(self._test(node, cls, index, live, unittest))
 

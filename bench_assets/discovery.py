@@ -11,7 +11,7 @@ import fnmatch
 from pathlib import PurePosixPath
 
 
-def _is_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def is_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """Decorated with ``fixture`` / ``pytest.fixture`` (called or not) — not merely a decorator
     that mentions the word: ``@pytest.mark.usefixtures(...)`` marks a test, and a test wrongly
     taken for a fixture would drop out of the expected oracle tests."""
@@ -23,7 +23,7 @@ def _is_fixture(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return False
 
 
-def _opts_out(body: list[ast.stmt]) -> bool:
+def opts_out(body: list[ast.stmt]) -> bool:
     """``__test__ = False`` in a module or class body."""
     for stmt in body:
         if (
@@ -42,7 +42,7 @@ def _test_functions(body: list[ast.stmt]) -> list[str]:
         for n in body
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
         and n.name.startswith("test")
-        and not _is_fixture(n)
+        and not is_fixture(n)
     ]
 
 
@@ -59,7 +59,7 @@ def _method_names(
 
 def _class_tests(node: ast.ClassDef, prefix: str, local: dict[str, ast.ClassDef]) -> list[str]:
     unittest_case = any(ast.unparse(b).endswith("TestCase") for b in node.bases)
-    if not (node.name.startswith("Test") or unittest_case) or _opts_out(node.body):
+    if not (node.name.startswith("Test") or unittest_case) or opts_out(node.body):
         return []
     if not unittest_case and any(
         isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in node.body
@@ -88,7 +88,7 @@ def discover_tests(name: str, source: bytes) -> list[str]:
     if not (fnmatch.fnmatch(base, "test_*.py") or fnmatch.fnmatch(base, "*_test.py")):
         return []
     tree = ast.parse(source, filename=name)
-    if _opts_out(tree.body):
+    if opts_out(tree.body):
         return []
     local = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     out = [f"{name}::{f}" for f in _test_functions(tree.body)]

@@ -21,8 +21,11 @@ from tests.conftest import DEMO_TASKS
 from tests.test_dagster_cells import cells, replay_bench, run_all
 
 
-def test_the_demo_design_promotes_under_the_default_policy() -> None:
-    """The demo's recorded outcomes (facts, per test_demo_suite) lead the gate to `promote`."""
+def demo_gate_input(
+    override: dict[tuple[str, str, int], ErrorKind] | None = None,
+) -> gate.GateInput:
+    """The demo's recorded outcomes (facts, per test_demo_suite) as the gate's input; ``override``
+    makes the named (arm, task, run) cells unresolved with the given error kind."""
     bench = load_benchmark(DEMO_TASKS)
     expected = json.loads((DEMO_TASKS / "replays" / "expected.json").read_text())
     now = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
@@ -43,6 +46,8 @@ def test_the_demo_design_promotes_under_the_default_policy() -> None:
                     if resolved
                     else (ErrorKind.VERIFY_FAILED if not exp["verify"] else ErrorKind.ORACLE_FAILED)
                 )
+                if override and (arm, task, run) in override:
+                    resolved, kind = False, override[arm, task, run]
                 outcomes.append(
                     gate.RunOutcome(
                         task=task,
@@ -58,7 +63,7 @@ def test_the_demo_design_promotes_under_the_default_policy() -> None:
                         recorded_at=now,
                     )
                 )
-    inp = gate.GateInput(
+    return gate.GateInput(
         policy=bench.config.policy,
         model=bench.config.model,
         incumbent_arm="workflow",
@@ -69,6 +74,11 @@ def test_the_demo_design_promotes_under_the_default_policy() -> None:
         now=now,
         max_age_days=90,
     )
+
+
+def test_the_demo_design_promotes_under_the_default_policy() -> None:
+    """The demo's recorded outcomes (facts, per test_demo_suite) lead the gate to `promote`."""
+    inp = demo_gate_input()
     assert gate.decide(inp).decision == "promote"
     # The negative control: the same evidence from an aborted generation never promotes.
     aborted = gate.decide(inp.model_copy(update={"aborted": True}))

@@ -3,8 +3,6 @@ demo task is graded ``grader-tampered`` by the real grader, and the gate, fed th
 promoting evidence with that one cell, does not promote; ``explain`` names the cell and why.
 The negative control is the same evidence with that cell an ordinary oracle failure: promote."""
 
-import datetime as dt
-import json
 import textwrap
 from pathlib import Path
 
@@ -18,6 +16,7 @@ from bench_assets.models import ArmSpec
 from bench_assets.redact import Redactor
 from bench_assets.store import ArtifactStore
 from tests.conftest import DEMO_TASKS
+from tests.test_dagster_decision import demo_gate_input
 
 TASK = "csv-quoted-fields"
 CHEAT_RUN = 1
@@ -84,56 +83,9 @@ def _graded_cheat(tmp_path: Path) -> ErrorKind | None:
     return record.error_kind
 
 
-def _demo_input(replace: ErrorKind) -> gate.GateInput:
-    """The demo's recorded outcomes (which promote), with one candidate cell replaced."""
-    bench = load_benchmark(DEMO_TASKS)
-    expected = json.loads((DEMO_TASKS / "replays" / "expected.json").read_text())
-    now = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
-    outcomes = []
-    for arm in ("workflow", "candidate_workflow"):
-        lines = [
-            json.loads(x)
-            for x in (DEMO_TASKS / "replays" / f"{arm}.jsonl").read_text().splitlines()
-            if x.strip()
-        ]
-        usage = {(x["instance_id"], x["run"]): (x["usage"], x["model_patch"]) for x in lines}
-        for task, runs in expected[arm].items():
-            for run, exp in enumerate(runs):
-                u, patch = usage[(task, run)]
-                resolved = exp["verify"] and exp["oracle"] and bool(patch.strip())
-                kind = (
-                    None
-                    if resolved
-                    else (ErrorKind.VERIFY_FAILED if not exp["verify"] else ErrorKind.ORACLE_FAILED)
-                )
-                if (arm, task, run) == ("candidate_workflow", TASK, CHEAT_RUN):
-                    resolved, kind = False, replace
-                outcomes.append(
-                    gate.RunOutcome(
-                        task=task,
-                        arm=arm,
-                        run=run,
-                        resolved=resolved,
-                        error_kind=kind,
-                        metric=u["cost_usd"],
-                        reused=False,
-                        generation="g0001",
-                        record_id=f"{task}-{arm}-{run}",
-                        data_version="x" * 8,
-                        recorded_at=now,
-                    )
-                )
-    return gate.GateInput(
-        policy=bench.config.policy,
-        model=bench.config.model,
-        incumbent_arm="workflow",
-        candidate_arm="candidate_workflow",
-        tasks=[t for t in bench.task_ids() if bench.task(t).spec.review is None],
-        outcomes=outcomes,
-        aborted=False,
-        now=now,
-        max_age_days=90,
-    )
+def _demo_input(kind: ErrorKind) -> gate.GateInput:
+    """The demo's recorded outcomes (which promote), with the one candidate cell replaced."""
+    return demo_gate_input({("candidate_workflow", TASK, CHEAT_RUN): kind})
 
 
 def test_a_candidate_that_tampers_in_one_run_of_three_is_not_promoted(tmp_path: Path) -> None:

@@ -123,19 +123,32 @@ def _split_canaries(
     return replace(rep, tests=real), mine
 
 
+def _is_evidence(canary: CanaryOutcome, real: list[tuple[str, Outcome]]) -> bool:
+    """Whether a canary that passed proves tampering. An always-fails canary: always. A mutant:
+    only when the real test it copies passed too — a wrong but honest answer can equal a
+    mutant's changed literal (``side + side`` gives 6 where the test expects 9 and a mutant 6),
+    and then the real test fails; a forgery passes both."""
+    if canary.kind != "mutant" or canary.copies is None:
+        return True
+    got = [o for i, o in real if matches_test_id(canary.copies, i)]
+    return bool(got) and all(o == "passed" for o in got)
+
+
 def _judge_canaries(
     phase: str,
     planted: list[canaries_mod.Canary],
     lines: list[tuple[str, Outcome]],
+    real: list[tuple[str, Outcome]],
     run: PhaseResult,
     grade: Grade,
 ) -> PhaseResult:
-    """Record the phase's canaries; a phase whose canary passed did not pass (returned)."""
+    """Record the phase's canaries; a phase whose canary proves tampering did not pass
+    (returned). ``real``: the phase's real tests and their outcomes."""
     outcomes = canaries_mod.judge(planted, lines, phase=phase)
     if phase == "oracle":  # a mutant's detail quotes an oracle literal: nothing of it is kept
         outcomes = [c.model_copy(update={"detail": ""}) for c in outcomes]
     grade.canaries += outcomes
-    fired = canaries_mod.fired(outcomes)
+    fired = [c for c in canaries_mod.fired(outcomes) if _is_evidence(c, real)]
     for c in fired:
         grade.tampered.append(f"{phase} canary {c.id} ({c.kind}) passed")
     if not fired:
@@ -247,7 +260,7 @@ def run_verify(
     if trusted and phase.report is not None:
         rep, lines = _split_canaries(phase.report, planted)
         judged = judge_verify(rep, res, timeout_s, canaries=bool(planted))
-        grade.verify_run = _judge_canaries("verify", planted, lines, judged, grade)
+        grade.verify_run = _judge_canaries("verify", planted, lines, rep.tests, judged, grade)
         _runner_tampering("verify", rep, grade)
     else:
         grade.verify_run = judge_command(res, timeout_s)
@@ -317,7 +330,7 @@ def run_oracle(
     if phase.report is not None:
         rep, lines = _split_canaries(phase.report, planted)
         judged = judge_oracle(rep, res, timeout_s, expected)
-        grade.oracle_run = _judge_canaries("oracle", planted, lines, judged, grade)
+        grade.oracle_run = _judge_canaries("oracle", planted, lines, rep.tests, judged, grade)
         _runner_tampering("oracle", rep, grade)
     else:
         grade.oracle_run = judge_command(res, timeout_s)

@@ -164,6 +164,9 @@ def test_daemon_path_runs_a_whole_generation_then_pays_only_what_changed(tmp_pat
         assert reused and all(e["generation"] == "g0001" for e in reused)
 
 
+# A failing `command` session sometimes leaves a bwrap Popen collected unwaited under load (see
+# test_systemic_failures_are_retried_within_the_generation); not what this test is about.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_outage_breaker_aborts_the_generation(tmp_path: Path, monkeypatch) -> None:
     root = replay_bench(tmp_path)
     data = yaml.safe_load((root / "bench.yaml").read_text())

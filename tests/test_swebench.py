@@ -179,11 +179,14 @@ def test_gold_resolves_every_instance_empty_and_wrong_do_not_and_export_says_so(
 
     # The benchmark's own `gold` arm, materialized as cells, then exported.
     cli("cells", "--run", "--tasks", str(tasks))
-    # No false alarm: every graded cell (gold, wrong, empty) ran canaries and none passed.
+    # No false alarm: every graded cell (gold, wrong, empty) ran canaries; on gold none passed,
+    # and no cell is grader-tampered (the wrong patch's area(3) == 6 can equal a mutant of
+    # `== 9`: with its original failing, that mutant proves nothing).
     records = [json.loads(p.read_text()) for p in artifact_root.rglob("record.json")]
     graded = [r for r in records if r["oracle_run"] is not None]
-    assert len([r for r in graded if r["resolved"]]) >= 6 and all(r["canaries"] for r in graded)
-    fired = [c for r in graded for c in r["canaries"] if c["outcome"] in ("passed", "xpassed")]
+    gold = [r for r in graded if r["resolved"]]
+    assert len(gold) >= 6 and all(r["canaries"] for r in graded)
+    fired = [c for r in gold for c in r["canaries"] if c["outcome"] in ("passed", "xpassed")]
     assert fired == [] and all(r["error_kind"] != "grader-tampered" for r in records)
     exported = cli("export", "--tasks", str(tasks), "--format", "swebench")
     doc = json.loads(exported.stdout)  # type: ignore[attr-defined]

@@ -409,7 +409,7 @@ def _evolve_locked(
     if decision == "promote" and bench.config.apply.on_promote and not aborted and not unusable:
         from bench_assets.driver.instance import apply_latest
 
-        apply_latest(instance, artifact_root, generation)
+        apply_latest(artifact_root, generation)
         applied = True
         progress(f"applied candidate {candidate} to {bench.skills_dir}")
     paid = sum(1 for p in plan if p.action == "run")

@@ -46,17 +46,10 @@ GEN_TAG = "wfbench/generation"
 def candidates(instance: dg.DagsterInstance, cell: ManifestCell) -> list[Candidate]:
     """The partition's materializations, newest first, as evidence candidates."""
     key = str(dg.MultiPartitionKey({"task": cell.task, "cell": cell.cell}))
-    out = []
-    for md in partition_materializations(instance, cell.asset, key):
-        if md.get("record_path") and md.get("run_id"):
-            out.append(
-                Candidate(
-                    run_id=str(md["run_id"]),
-                    data_version=md.get("data_version"),
-                    record_path=str(md["record_path"]),
-                )
-            )
-    return out
+    found = (
+        Candidate.from_metadata(md) for md in partition_materializations(instance, cell.asset, key)
+    )
+    return [c for c in found if c is not None]
 
 
 def orphan_record(

@@ -5,8 +5,10 @@
   :func:`bench_assets.manifest.accept`, and :func:`missing_evidence` says which planned cells have
   none (``wfbench decide --generation`` refuses until there are none);
 * **resume**: :func:`unfinished` finds a planned generation without a decision,
-  :func:`orphan_record` a record a killed run wrote but Dagster never recorded, and
-  :func:`clear_orphans` ends runs a dead driver left queued or started;
+  :func:`orphan_record` a record a killed run wrote but Dagster never recorded,
+  :func:`paid_attempts` how many sessions a cell already paid (its retries survive a crash), and
+  :func:`clear_orphans` ends runs a dead driver left queued or started and frees the pool slots
+  they held;
 * **inputs that cannot change under it**: :func:`verify_stored_inputs` re-verifies stored oracle
   snapshots and templates before anything is paid, and :func:`require_tasks_unchanged` aborts a
   generation whose benchmark files were edited while it ran.
@@ -78,6 +80,26 @@ def orphan_record(
         ):
             return rec.record_id
     return ""
+
+
+def paid_attempts(artifacts: ArtifactStore, cell: ManifestCell, generation: str) -> int:
+    """How many sessions of this cell and identity ``generation`` paid for: its finished records
+    on disk (also those a killed run wrote but Dagster never recorded). A resumed generation
+    counts its retries from these, so a crash neither cancels nor renews them."""
+    folder = artifacts.cells_root() / cell.task / cell.cell
+    n = 0
+    for path in folder.glob("*/record.json"):
+        try:
+            rec = load_record(path)
+        except RecordCorrupt:
+            continue
+        if (
+            rec.generation == generation
+            and rec.identity_digest == cell.identity_digest
+            and not rec.ad_hoc
+        ):
+            n += 1
+    return n
 
 
 def manifest_cells(plan: list[PlannedCell], prior: dict[Any, Any]) -> list[ManifestCell]:

@@ -30,6 +30,7 @@ from bench_assets import sandbox
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
+from bench_assets.driver import services
 from bench_assets.driver.instance import (
     INPUT_ASSETS,
     StepFailed,
@@ -302,6 +303,7 @@ def _evolve_locked(
     recovered = apply_mod.recover(bench.skills_dir)
     if recovered is not None:
         progress(recovered.message())
+    services.end_orphaned(instance.root_directory, progress)
     clear_orphans(instance, progress)
     resumed = unfinished(artifacts)
     if resumed is not None:

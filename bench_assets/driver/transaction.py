@@ -250,3 +250,29 @@ def clear_orphans(instance: dg.DagsterInstance, progress: Callable[[str], None])
             )
     if runs:
         progress(f"ended {len(runs)} run(s) left by an interrupted generation")
+    freed = free_leaked_slots(instance)
+    if freed:
+        progress(f"freed the pool slots {freed} ended run(s) still held")
+
+
+def free_leaked_slots(instance: dg.DagsterInstance) -> int:
+    """Free the pool slots (``agent_sessions``, ``graph_build``, ...) of runs that have ended.
+
+    A run killed with its process (``kill -9`` of an in-process ``evolve``, of a run worker)
+    never releases the slot it claimed, and marking it failed does not either: with a pool of 1
+    the resumed generation's first cell would wait for it forever. Returns how many runs held
+    one."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return 0
+    holders: set[str] = set(storage.get_concurrency_run_ids())
+    for pool in storage.get_concurrency_keys():
+        info = storage.get_concurrency_info(pool)
+        holders |= info.active_run_ids | {step.run_id for step in info.pending_steps}
+    freed = 0
+    for run_id in sorted(holders):
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            storage.free_concurrency_slots_for_run(run_id)
+            freed += 1
+    return freed

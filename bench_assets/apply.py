@@ -67,10 +67,10 @@ The phases of :func:`apply_overlay`, holding the skill tree's lock:
 
 1. **Recover** any unfinished journal; refuse leftovers no journal accounts for.
 2. **Check** (nothing is written; a problem raises :class:`~bench_assets.errors.ApplyRefused`):
-   the decision is ``promote``; overlay files and expected digests name the same paths; every path
-   is relative and stays inside the tree; no overlay file, target or directory on the way is a
-   symlink; every target is a regular file or absent and has the expected digest; the ledger
-   verifies and the record fits in it.
+   the decision is a generation's ``promote`` (an ad-hoc decision is never applied); overlay
+   files and expected digests name the same paths; every path is relative and stays inside the
+   tree; no overlay file, target or directory on the way is a symlink; every target is a regular
+   file or absent and has the expected digest; the ledger verifies and the record fits in it.
 3. **Journal** (``prepared``), then **stage** each new file under its temporary name (fsynced),
    creating missing directories, then journal ``committing``.
 4. **Commit**, file by file in path order, as a compare-and-swap: the target is hard-linked to its
@@ -115,10 +115,13 @@ from bench_assets import fsutil
 from bench_assets import ledger as ledger_store
 from bench_assets.errors import ApplyFailed, ApplyRefused, LedgerError
 from bench_assets.hashing import canonical_json, sha256_bytes, sha256_json
+from bench_assets.ledger import DecisionKind
 from bench_assets.records import now_iso
 
 PROMOTE = "promote"
 """The only decision that may be applied."""
+GENERATION: DecisionKind = "generation"
+"""The only kind of decision that may be applied: one resting on a generation's manifest."""
 APPLIED = "applied"
 """The ledger decision recorded for a successful application."""
 TEMP_TAG = ".wfbench-apply-"
@@ -796,6 +799,7 @@ def _forward(
         decision_json=decision_json,
         generation=journal.generation,
         candidate=journal.candidate,
+        kind=GENERATION,  # the only kind apply_overlay applies
         payload=_payload(journal),
         recorded_at=journal.ledger.recorded_at,
         on_written=lambda _: point("ledger-written", 1, ""),
@@ -1066,6 +1070,7 @@ def apply_overlay(
     decision_json: Mapping[str, Any],
     generation: str | None,
     candidate: str,
+    kind: DecisionKind,
     hook: ApplyHook | None = None,
 ) -> ApplyResult:
     """Replace the incumbent skill files with a promoted overlay, atomically as a set.
@@ -1081,6 +1086,8 @@ def apply_overlay(
         decision_json: The decision document; its digest binds the ledger entry to it.
         generation: The generation the decision belongs to.
         candidate: The candidate (overlay id or digest) being applied.
+        kind: What the decision rests on (:data:`~bench_assets.ledger.DecisionKind`); only a
+            ``generation`` decision is applied: an ad-hoc one is refused.
         hook: Test hook called at each point of :data:`ApplyPhase`; whatever it raises is handled
             like a failure at that point.
 
@@ -1100,6 +1107,12 @@ def apply_overlay(
     if decision != PROMOTE:
         raise ApplyRefused(
             f"decision is {decision!r}: only a {PROMOTE!r} decision is applied to {skills_dir}"
+        )
+    if kind != GENERATION:
+        raise ApplyRefused(
+            f"the promote of {candidate} is ad hoc (`wfbench decide` without --generation): only "
+            f"a generation's promote is applied to {skills_dir}; run `wfbench evolve` to evaluate "
+            f"{candidate} in a generation (or finish one with it), then `wfbench apply`"
         )
     _check_root(skills_dir, "skill tree")
     _check_expected(expected)

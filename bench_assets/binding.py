@@ -119,7 +119,7 @@ def bind(
             if isinstance(spec.verify, str)
             else sha256_json(spec.verify.model_dump(mode="json"))
         ),
-        task_file_digest=sha256_json(spec.model_dump(mode="json", by_alias=True)),
+        task_file_digest=task_file_digest(task),
         oracle_digest=oracle.digest,
         oracle_command_digest=oracle.command_digest,
         oracle_manifest_digest=oracle.manifest_digest,
@@ -130,6 +130,12 @@ def bind(
     if pin is not None:
         check_pin(binding, pin)
     return binding
+
+
+def task_file_digest(task: Task) -> str:
+    """``TaskBinding.task_file_digest`` of the task as it is now: a binding whose digest differs
+    was made from an earlier task file."""
+    return sha256_json(task.spec.model_dump(mode="json", by_alias=True))
 
 
 def check_pin(binding: TaskBinding, pin: TaskBinding) -> None:

@@ -19,17 +19,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.errors import InputError, RecordCorrupt
 from bench_assets.fsutil import read_model
 from bench_assets.gate import Decision
 from bench_assets.gate.review import ReviewDecision
+from bench_assets.ledger import DecisionKind
 from bench_assets.records import CellRecord, load_record
 
 CELL_MATERIALIZATION_SCHEMA = 1
-DECISION_SCHEMA = 1
+DECISION_SCHEMA: Literal[2] = 2
+"""2 added ``kind`` and ``refused``; schema-1 documents still load."""
 
 
 class _Doc(BaseModel):
@@ -169,10 +171,24 @@ class CellLineage(_Doc):
         return f"reused from run {self.source_run_id} ({gen})"
 
 
+class RefusedCell(_Doc):
+    """A planned cell that is not evidence of a decision, and why (e.g. its record was made for
+    another identity: another candidate's overlay, changed inputs; or edited after it was
+    written)."""
+
+    task: str
+    cell: str
+    reason: str
+
+
 class DecisionDocument(_Doc):
     """``decision.json``: the verdict, what it was about and the evidence it rests on."""
 
-    decision_schema: Literal[1] = 1
+    decision_schema: Literal[1, 2] = DECISION_SCHEMA
+    kind: DecisionKind | None = None
+    """What the decision rests on (schema 2): ``generation`` — the cells its generation's
+    manifest planned, each verified against it — or ``ad_hoc`` — the latest record of each cell,
+    verified against the identity its arm has now. ``None`` only in a schema-1 document."""
     generation: str | None
     candidate: str
     overlay_digest: str
@@ -190,6 +206,21 @@ class DecisionDocument(_Doc):
     review_required: list[str] = []
     """The review candidate arms whose decision must be ``promote`` too: those exercising a skill
     the overlay changes (the original required ``candidate_review`` only for a review overlay)."""
+    refused: list[RefusedCell] = []
+    """Planned cells that are not evidence, each with the reason (schema 2)."""
+
+    @model_validator(mode="after")
+    def _kind_by_schema(self) -> "DecisionDocument":
+        if (self.kind is None) != (self.decision_schema == 1):
+            raise ValueError("kind is required from decision_schema 2 on, and absent before")
+        return self
+
+    @property
+    def basis(self) -> DecisionKind:
+        """:attr:`kind`; for a schema-1 document, ``generation`` when it names one."""
+        if self.kind is not None:
+            return self.kind
+        return "generation" if self.generation else "ad_hoc"
 
     @property
     def verdict(self) -> str:
@@ -218,7 +249,7 @@ def load_decision(path: Path) -> DecisionDocument:
     return read_model(
         path,
         DecisionDocument,
-        what=f"decision document of schema {DECISION_SCHEMA}",
+        what=f"decision document (schema 1 to {DECISION_SCHEMA})",
         error=InputError,
         hint="re-run `wfbench decide`",
     )

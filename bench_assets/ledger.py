@@ -6,8 +6,17 @@ reuse and the gate".
 The ledger is a JSONL file, one entry per line, each line the canonical JSON
 (:func:`hashing.canonical_json`) of a :class:`LedgerEntry`::
 
-    {decision, decision_digest, candidate, generation, hash, payload, prev_hash, recorded_at,
-     schema_version, seq}
+    {candidate, decision, decision_digest, generation, hash, kind, payload, prev_hash,
+     recorded_at, schema_version, seq}
+
+``kind`` (schema 2) says what the decision rests on: ``generation`` — a generation's evidence
+manifest, every cell verified against it (``wfbench evolve``, ``wfbench decide --generation``) —
+or ``ad_hoc`` — the latest records, each verified against the identity its arm has now (``wfbench
+decide`` without a generation, a decision materialized from the UI). ``wfbench apply`` applies
+only a generation-backed promote. An application (``decision: applied``) has the kind of the
+decision it applied. Schema-1 entries (written before the field) have none; :attr:`LedgerEntry.
+basis` reads one from their generation id. A schema version lower than the entry before it is a
+fault.
 
 ``hash`` is ``sha256(canonical_json(entry without "hash"))`` and ``prev_hash`` is the previous
 entry's ``hash`` (64 zeros for the first entry, ``seq`` 1). :func:`verify` re-derives everything and
@@ -56,14 +65,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bench_assets.errors import LedgerError
 from bench_assets.fsutil import atomic_write_bytes, fsync_dir, locked
 from bench_assets.hashing import canonical_json, sha256_json, short
 from bench_assets.records import now_iso
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Schema of new entries: 2 added ``kind``; schema-1 entries still verify."""
 GENESIS = "0" * 64
 """``prev_hash`` of the first entry."""
 HEAD_SUFFIX = ".head"
@@ -74,13 +84,16 @@ FILE_MODE = 0o444
 
 _HEX64 = r"^[0-9a-f]{64}$"
 
+DecisionKind = Literal["generation", "ad_hoc"]
+"""What a decision rests on: a generation's evidence manifest, or the latest records (ad hoc)."""
+
 
 class LedgerEntry(BaseModel):
     """One decision, chained to the one before it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
-    schema_version: int
+    schema_version: int = Field(ge=1, le=SCHEMA_VERSION)
     seq: int = Field(ge=1)
     recorded_at: str
     generation: str | None
@@ -93,6 +106,27 @@ class LedgerEntry(BaseModel):
     payload: dict[str, Any]
     prev_hash: str = Field(pattern=_HEX64)
     hash: str = Field(pattern=_HEX64)
+    kind: DecisionKind | None = None
+    """What the decision rests on (schema 2; see the module docstring). ``None`` only on a
+    schema-1 entry, written before the field existed."""
+
+    @model_validator(mode="after")
+    def _kind_by_schema(self) -> "LedgerEntry":
+        if (self.kind is None) != (self.schema_version == 1):
+            raise ValueError(
+                "kind is required from schema 2 on, and absent before"
+                if self.kind is None
+                else "a schema-1 entry has no kind"
+            )
+        return self
+
+    @property
+    def basis(self) -> DecisionKind:
+        """:attr:`kind`; for a schema-1 entry, ``generation`` when it names one, else
+        ``ad_hoc``."""
+        if self.kind is not None:
+            return self.kind
+        return "generation" if self.generation else "ad_hoc"
 
 
 class LedgerHead(BaseModel):
@@ -226,7 +260,9 @@ def _scan(data: bytes) -> tuple[list[LedgerEntry], VerifyResult | None]:
             entry = LedgerEntry.model_validate(obj)
         except ValidationError as exc:
             fields = sorted({".".join(str(p) for p in e["loc"]) or "-" for e in exc.errors()})
-            reason = f"not a ledger entry (bad fields: {', '.join(fields)}){cut_note}"
+            whole = [str(e["msg"]) for e in exc.errors() if not e["loc"]]  # a model-level rule
+            said = f": {'; '.join(whole)}" if whole else ""
+            reason = f"not a ledger entry (bad fields: {', '.join(fields)}{said}){cut_note}"
             return entries, _bad(entries, number, seq, reason)
         problems: list[str] = []
         if canonical_json(obj) != text:
@@ -242,6 +278,11 @@ def _scan(data: bytes) -> tuple[list[LedgerEntry], VerifyResult | None]:
         if entry.prev_hash != prev:
             before = "the genesis hash" if not entries else f"the hash of seq {entries[-1].seq}"
             problems.append(f"prev_hash does not match {before} (chain broken)")
+        if entries and entry.schema_version < entries[-1].schema_version:
+            problems.append(
+                f"schema {entry.schema_version} after an entry of schema "
+                f"{entries[-1].schema_version} (written outside the ledger API)"
+            )
         if cut:
             problems.append("no newline at end of file (truncated or appended by hand)")
         if problems:
@@ -393,6 +434,7 @@ def append(
     decision_json: Mapping[str, Any],
     generation: str | None,
     candidate: str | None,
+    kind: DecisionKind,
     payload: Mapping[str, Any] | None = None,
     recorded_at: str | None = None,
     on_written: Callable[[LedgerEntry], None] | None = None,
@@ -405,6 +447,7 @@ def append(
         decision_json: The full decision document; only its ``sha256_json`` digest is stored.
         generation: The generation id.
         candidate: The candidate the decision is about.
+        kind: What the decision rests on (for an application: the applied decision's kind).
         payload: A small JSON summary (at most :data:`MAX_PAYLOAD_BYTES` as canonical JSON).
         recorded_at: UTC ISO time; now when omitted.
         on_written: Called with the entry once the ledger file holding it is durable and before
@@ -440,6 +483,7 @@ def append(
             "decision_digest": sha256_json(dict(decision_json)),
             "payload": body,
             "prev_hash": result.head.hash,
+            "kind": kind,
         }
         obj["hash"] = _entry_hash(obj)
         entry = LedgerEntry.model_validate(obj)

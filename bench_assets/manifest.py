@@ -20,9 +20,9 @@ Anything else is missing evidence, named, and the gate can only answer ``insuffi
 """
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -191,6 +191,22 @@ class Candidate(_Doc):
     run_id: str
     data_version: str | None
     record_path: str
+    reused_from_run: str | None = None
+    """The run whose session this materialization re-recorded (``None``: it paid for one)."""
+
+    @classmethod
+    def from_metadata(cls, md: Mapping[str, Any]) -> "Candidate | None":
+        """A cell materialization's metadata values (``record_metadata``) as a candidate; None
+        when it names no record or run."""
+        if not md.get("record_path") or not md.get("run_id"):
+            return None
+        reused = md.get("reused_from_run") if md.get("reused") else None
+        return cls(
+            run_id=str(md["run_id"]),
+            data_version=md.get("data_version"),
+            record_path=str(md["record_path"]),
+            reused_from_run=str(reused) if reused else None,
+        )
 
 
 class Accepted(_Doc):
@@ -201,6 +217,30 @@ class Accepted(_Doc):
     data_version: str
     record: CellRecord
     reused: bool
+
+
+def _verified(c: Candidate, identity_digest: str) -> tuple[CellRecord | None, str]:
+    """The record behind one materialization if it can be evidence for a cell of this identity
+    (or why not): readable, unchanged since it was recorded, made for this identity, not ad hoc.
+    Every path that decides (a generation's manifest, an ad-hoc decision) checks these."""
+    try:
+        record = load_record(Path(c.record_path))
+    except RecordCorrupt as e:
+        return None, str(e)
+    if c.data_version != record.data_version:
+        return None, (
+            f"record {c.record_path} does not match the data version recorded when it was "
+            "materialized (edited or corrupted after it was written)"
+        )
+    if record.identity_digest != identity_digest:
+        overlay = f", overlay {record.overlay_digest[:12]}" if record.overlay_digest else ""
+        return None, (
+            f"the record of run {c.run_id} was made for another identity (generation "
+            f"{record.generation or '(none)'}{overlay})"
+        )
+    if record.ad_hoc:
+        return None, f"run {c.run_id} is an ad-hoc cell"
+    return record, ""
 
 
 def accept(
@@ -217,27 +257,14 @@ def accept(
     for c in found:
         if cell.action == "reuse" and c.run_id != cell.source_run_id:
             continue
-        try:
-            record = load_record(Path(c.record_path))
-        except RecordCorrupt as e:
-            why = str(e)
-            continue
-        if c.data_version != record.data_version:
-            why = (
-                f"record {c.record_path} does not match the data version recorded when it was "
-                "materialized (edited or corrupted after it was written)"
-            )
-            continue
         if cell.action == "reuse" and c.data_version != cell.source_data_version:
             why = (
                 f"run {c.run_id} recorded data version {c.data_version}, the plan expected another"
             )
             continue
-        if record.identity_digest != cell.identity_digest:
-            why = f"the newest record was made for another identity (run {c.run_id})"
-            continue
-        if record.ad_hoc:
-            why = f"run {c.run_id} is an ad-hoc cell"
+        record, why_not = _verified(c, cell.identity_digest)
+        if record is None:
+            why = why_not
             continue
         if cell.action == "run" and record.generation != generation:
             why = f"not paid in {generation} (the newest matching record is from run {c.run_id})"
@@ -252,6 +279,31 @@ def accept(
             ),
             "",
         )
+    return None, why
+
+
+class Current(_Doc):
+    """The verified evidence of one cell of an ad-hoc decision (no manifest)."""
+
+    candidate: Candidate
+    record: CellRecord
+
+
+def accept_current(identity_digest: str, found: Iterable[Candidate]) -> tuple[Current | None, str]:
+    """The newest materialization that is valid evidence for a cell whose arm has the identity
+    ``identity_digest`` now — an ad-hoc decision's check, the same as a generation's but for the
+    generation that paid for it (or why there is none).
+
+    Args:
+        identity_digest: The identity digest the cell's arm has now.
+        found: The partition's materializations, newest first.
+    """
+    why = "no materialization of the cell"
+    for c in found:
+        record, why_not = _verified(c, identity_digest)
+        if record is not None:
+            return Current(candidate=c, record=record), ""
+        why = why_not
     return None, why
 
 

@@ -3,8 +3,11 @@
 :class:`GenerationTally` counts a generation's cells. Its total is fixed up front — every cell
 of the benchmark (tasks × arms × runs) — so ``done/total`` never grows mid-run: a cell the
 planner reuses (or that was already paid before a resume) counts as done when its task is
-planned; a paid cell counts when its run ends. It sums the spend (unmeasured costs are counted,
-never taken as 0) and estimates the time left from the paid cells' pace.
+planned; a paid cell counts when its run ends. A systemic failure the generation re-pays
+(``policy.retries``) is a *retry*, not a cell: it adds to the spend and the retry count, never to
+``done`` (so ``done`` never passes ``total``); the cell counts once, when its last attempt ends.
+It sums the spend (unmeasured costs are counted, never taken as 0) and estimates the time left
+from the paid cells' pace.
 
 :class:`LiveProgress` shows the tally: a live ``rich`` status line on a terminal, with the
 driver's messages scrolling above it; plain lines (the driver's messages, each finished cell
@@ -49,6 +52,8 @@ class GenerationTally:
     resolved: int = 0
     failed: int = 0
     """Paid cells that ended with an error kind (a valid negative or an excluded run)."""
+    retries: int = 0
+    """Re-payments of cells that ended with a systemic failure (counted apart from ``done``)."""
     spend_usd: float = 0.0
     unmeasured: int = 0
     started: float | None = None
@@ -78,17 +83,33 @@ class GenerationTally:
             self.carried += max(cells - submitted, 0)
 
     def cell_done(self, *, resolved: bool, error_kind: str | None, cost_usd: float | None) -> None:
-        """A paid cell's run ended."""
+        """A paid cell's run ended (its last attempt)."""
         with self._lock:
             self.paid_done += 1
             if resolved:
                 self.resolved += 1
             elif error_kind:
                 self.failed += 1
-            if cost_usd is None:
-                self.unmeasured += 1
-            else:
-                self.spend_usd += cost_usd
+            self._spent(cost_usd)
+
+    def retried(self, *, cost_usd: float | None) -> None:
+        """A paid cell's run ended with a systemic failure and the cell is paid again: its spend
+        counts, the cell does not (it is done when its retry ends)."""
+        with self._lock:
+            self.retries += 1
+            self._spent(cost_usd)
+
+    def retry_planned(self) -> None:
+        """A resumed generation re-pays a cell whose attempt before the interruption failed
+        systemically (the cell is among the ``submitted`` of its task's :meth:`planned`)."""
+        with self._lock:
+            self.retries += 1
+
+    def _spent(self, cost_usd: float | None) -> None:
+        if cost_usd is None:
+            self.unmeasured += 1
+        else:
+            self.spend_usd += cost_usd
 
     @property
     def done(self) -> int:
@@ -119,8 +140,9 @@ class GenerationTally:
         """Counts, spend and ETA in one phrase (what a plain progress line carries)."""
         eta = self.eta_s()
         eta_text = "ETA —" if eta is None else f"ETA {_duration(eta)}"
+        retried = f", {self.retries} retried" if self.retries else ""
         return (
-            f"{self.resolved} resolved, {self.failed} failed, {self.carried} reused; "
+            f"{self.resolved} resolved, {self.failed} failed, {self.carried} reused{retried}; "
             f"spent {self.spend()}; {eta_text}"
         )
 

@@ -84,6 +84,7 @@ def run(
         "decision_json": DECISION,
         "generation": "g0001",
         "candidate": "c1",
+        "kind": "generation",
     }
     args.update(kwargs)
     return apply_overlay(env["skills"], env["overlay"], **args)
@@ -181,6 +182,7 @@ def test_apply_appends_after_earlier_decisions(env: dict[str, Path]) -> None:
         decision_json=DECISION,
         generation="g0001",
         candidate="c1",
+        kind="generation",
     )
     result = run(env)
     assert result.ledger_seq == 2
@@ -235,6 +237,15 @@ def test_target_that_vanished_since_the_decision_is_refused(env: dict[str, Path]
 def test_decision_other_than_promote_is_refused(env: dict[str, Path], decision: str) -> None:
     before = snapshot(env["skills"])
     assert_refused_untouched(env, before, decision=decision)
+
+
+def test_an_ad_hoc_promote_is_refused_saying_how_to_get_a_generations(
+    env: dict[str, Path],
+) -> None:
+    """Issue 29: a promote that no generation's manifest backs is never applied."""
+    before = snapshot(env["skills"])
+    info = assert_refused_untouched(env, before, kind="ad_hoc", generation=None)
+    assert "is ad hoc" in str(info.value) and "run `wfbench evolve`" in str(info.value)
 
 
 def test_overlay_and_decision_must_name_the_same_files(env: dict[str, Path]) -> None:
@@ -335,7 +346,12 @@ def test_empty_overlay_is_refused(env: dict[str, Path], tmp_path: Path) -> None:
 
 def test_tampered_ledger_refuses_before_any_write(env: dict[str, Path]) -> None:
     ledger_store.append(
-        env["ledger"], decision="promote", decision_json=DECISION, generation="g1", candidate="c1"
+        env["ledger"],
+        decision="promote",
+        decision_json=DECISION,
+        generation="g1",
+        candidate="c1",
+        kind="generation",
     )
     fsutil.atomic_write_bytes(env["ledger"], env["ledger"].read_bytes().replace(b"g1", b"g2"))
     ledger_bytes = env["ledger"].read_bytes()
@@ -771,7 +787,12 @@ def test_a_ledger_with_another_fault_blocks_recovery_and_changes_nothing(
     plan = plan_application(env["skills"], env["overlay"])
     die_at(env, monkeypatch, "replaced", 3, plan)
     ledger_store.append(
-        env["ledger"], decision="promote", decision_json=DECISION, generation="g1", candidate="c1"
+        env["ledger"],
+        decision="promote",
+        decision_json=DECISION,
+        generation="g1",
+        candidate="c1",
+        kind="generation",
     )
     fsutil.atomic_write_bytes(env["ledger"], env["ledger"].read_bytes().replace(b"g1", b"g2"))
     half = snapshot(env["skills"])
@@ -794,6 +815,7 @@ def test_an_entry_with_our_id_but_other_content_is_refused(
         generation="g0001",
         candidate="c1",
         payload={"apply_id": journal.token, "files": []},
+        kind="generation",
     )
     half = snapshot(env["skills"])
     with pytest.raises(LedgerError, match=f"carries its apply_id {journal.token} but not its"):
@@ -820,6 +842,7 @@ def test_another_interrupted_append_is_left_for_a_person(
             generation="g0002",
             candidate="c2",
             on_written=power_cut,
+            kind="generation",
         )
     recovery = recover(env["skills"])
     assert recovery is not None and recovery.action == "rolled_back"

@@ -66,6 +66,7 @@ try:
             decision_json=args["decision"],
             generation="g0001",
             candidate="c1",
+            kind="generation",
         )
         print(json.dumps({"ledger_seq": result.ledger_seq}))
 except WfbenchError as exc:
@@ -109,6 +110,7 @@ class Bench:
                 decision_json=DECISION,
                 generation="g0001",
                 candidate="c1",
+                kind="generation",
             )
         self.plan = plan_application(self.skills, self.overlay)
         self.before = tree(self.skills)
@@ -123,6 +125,7 @@ class Bench:
             decision_json=DECISION,
             generation="g0001",
             candidate="c1",
+            kind="generation",
         )
         self.after = tree(reference)
         shutil.rmtree(reference)
@@ -221,7 +224,12 @@ def assert_really_interrupted(bench: Bench, point: str) -> None:
         assert not verified.ok and "an append was interrupted" in (verified.reason or "")
         with pytest.raises(LedgerError):
             ledger_store.append(
-                bench.ledger, decision="x", decision_json={}, generation=None, candidate=None
+                bench.ledger,
+                decision="x",
+                decision_json={},
+                generation=None,
+                candidate=None,
+                kind="ad_hoc",
             )
     else:
         assert verified.ok

@@ -44,6 +44,7 @@ def build(tmp_path: Path, n: int = 4, tag: str = "") -> Path:
             candidate=f"overlay-{i}{tag}",
             payload={"reasons": [f"rule {i} ok", "café"], "cost_ratio": 0.8 + i / 100},
             recorded_at=f"2025-01-0{i + 1}T03:00:00+00:00",
+            kind="generation",
         )
     return path
 
@@ -100,6 +101,7 @@ def test_clean_ledger_verifies_and_chains(tmp_path: Path) -> None:
             "payload",
             "prev_hash",
             "hash",
+            "kind",
         }
     assert entries[2].decision_digest == sha256_json(decision_doc(2))
     assert (entries[2].decision, entries[2].generation, entries[2].candidate) == (
@@ -123,7 +125,12 @@ def test_missing_ledger_is_empty_and_valid(tmp_path: Path) -> None:
 def test_append_returns_the_entry_written(tmp_path: Path) -> None:
     path = build(tmp_path, 2)
     entry = append(
-        path, decision="promote", decision_json={"x": 1}, generation="g0009", candidate=None
+        path,
+        decision="promote",
+        decision_json={"x": 1},
+        generation="g0009",
+        candidate=None,
+        kind="generation",
     )
     assert entry == read(path)[-1]
     assert (entry.seq, entry.payload, entry.candidate) == (3, {}, None)
@@ -133,6 +140,7 @@ def test_append_returns_the_entry_written(tmp_path: Path) -> None:
 # --- edited bytes ---------------------------------------------------------------------------------
 
 FIELDS = [
+    "kind",
     "seq",
     "recorded_at",
     "generation",
@@ -297,9 +305,9 @@ def test_garbage_lines(tmp_path: Path) -> None:
         assert_bad(path, 3, 3 if b"seq" in junk else None, reason)
 
 
-def _forged(prev_hash: str, seq: int) -> bytes:
+def _forged(prev_hash: str, seq: int, schema: int = 2) -> bytes:
     obj: dict[str, Any] = {
-        "schema_version": 1,
+        "schema_version": schema,
         "seq": seq,
         "recorded_at": "2025-02-01T00:00:00+00:00",
         "generation": "g9999",
@@ -309,6 +317,8 @@ def _forged(prev_hash: str, seq: int) -> bytes:
         "payload": {},
         "prev_hash": prev_hash,
     }
+    if schema > 1:
+        obj["kind"] = "generation"
     obj["hash"] = sha256_json(obj)
     return (canonical_json(obj) + "\n").encode("utf-8")
 
@@ -326,7 +336,14 @@ def test_forged_entry_with_a_correct_chain_is_caught_by_the_head(tmp_path: Path)
     rewrite(path, path.read_bytes() + _forged(last.hash, 5))
     assert_bad(path, 5, 5, "entry after the head recorded in the head anchor (seq 4)")
     with pytest.raises(LedgerError, match="refusing to append.*line 5"):
-        append(path, decision="promote", decision_json={}, generation="g5", candidate=None)
+        append(
+            path,
+            decision="promote",
+            decision_json={},
+            generation="g5",
+            candidate=None,
+            kind="generation",
+        )
 
 
 def test_head_anchor_missing_or_garbled(tmp_path: Path) -> None:
@@ -379,7 +396,14 @@ def test_crash_while_writing_leaves_the_old_ledger(
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="power cut"):
-        append(path, decision="promote", decision_json={}, generation="g3", candidate=None)
+        append(
+            path,
+            decision="promote",
+            decision_json={},
+            generation="g3",
+            candidate=None,
+            kind="generation",
+        )
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert verify(path).ok
@@ -393,7 +417,14 @@ def test_append_refuses_a_tampered_ledger_and_writes_nothing(tmp_path: Path) -> 
     rewrite(path, b"".join(lines))
     before = path.read_bytes()
     with pytest.raises(LedgerError, match=r"line 1 \(seq 1\)") as err:
-        append(path, decision="promote", decision_json={}, generation="g5", candidate=None)
+        append(
+            path,
+            decision="promote",
+            decision_json={},
+            generation="g5",
+            candidate=None,
+            kind="generation",
+        )
     assert isinstance(err.value, IntegrityError)
     assert path.read_bytes() == before
 
@@ -420,6 +451,7 @@ def test_payload_must_be_small_plain_json(
             generation=None,
             candidate=None,
             payload=payload,
+            kind="ad_hoc",
         )
     assert not path.exists()
 
@@ -437,6 +469,7 @@ def test_concurrent_appends_all_land_in_one_chain(tmp_path: Path) -> None:
                     decision_json={"w": w, "i": i},
                     generation=f"w{w}",
                     candidate=str(i),
+                    kind="generation",
                 )
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
@@ -472,6 +505,7 @@ def interrupt_append(path: Path, n: int = 3) -> None:
             candidate=f"overlay-{n}",
             payload={"files": []},
             on_written=power_cut,
+            kind="generation",
         )
 
 
@@ -489,7 +523,14 @@ def test_interrupted_append_is_loud_and_repair_reanchors(tmp_path: Path) -> None
     interrupt_append(path)
     assert_bad(path, 3, 3, "an append was interrupted (see `wfbench ledger repair`)")
     with pytest.raises(LedgerError, match="refusing to append"):
-        append(path, decision="promote", decision_json={}, generation="g4", candidate=None)
+        append(
+            path,
+            decision="promote",
+            decision_json={},
+            generation="g4",
+            candidate=None,
+            kind="generation",
+        )
     pending = unanchored_entry(path)
     assert pending is not None and pending.seq == 3
 
@@ -512,7 +553,15 @@ def test_interrupted_append_is_loud_and_repair_reanchors(tmp_path: Path) -> None
     assert again.message(path) == f"ledger {path}: OK, nothing to repair (head seq 3)"
     assert state(path) == before
     assert (
-        append(path, decision="promote", decision_json={}, generation="g4", candidate=None).seq == 4
+        append(
+            path,
+            decision="promote",
+            decision_json={},
+            generation="g4",
+            candidate=None,
+            kind="generation",
+        ).seq
+        == 4
     )
 
 
@@ -697,3 +746,78 @@ def test_cli_ledger_repair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     missing = runner.invoke(main, ["ledger", "repair"])
     assert missing.exit_code == 2
     assert "no ledger at" in missing.stderr and "decisions.jsonl" in missing.stderr
+
+
+# --- decision kinds (schema 2) --------------------------------------------------------------------
+
+
+def _legacy(tmp_path: Path, n: int) -> Path:
+    """A ledger written before entries had a kind (schema 1), with its head anchor."""
+    path = tmp_path / "ledger" / "decisions.jsonl"
+    prev, lines = GENESIS, []
+    for i in range(n):
+        line = _forged(prev, i + 1, schema=1)
+        prev = json.loads(line)["hash"]
+        lines.append(line)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(lines))
+    head_path(path).write_text(canonical_json({"hash": prev, "seq": n}) + "\n")
+    return path
+
+
+def test_a_schema_1_ledger_still_verifies_and_grows_with_schema_2_entries(tmp_path: Path) -> None:
+    path = _legacy(tmp_path, 2)
+    assert verify(path).ok
+    old = read(path)
+    assert [(e.schema_version, e.kind, e.basis) for e in old] == [(1, None, "generation")] * 2
+    append(
+        path,
+        decision="promote",
+        decision_json={},
+        generation=None,
+        candidate="c9",
+        kind="ad_hoc",
+    )
+    entries = read(path)
+    assert (entries[-1].schema_version, entries[-1].kind, entries[-1].basis) == (
+        2,
+        "ad_hoc",
+        "ad_hoc",
+    )
+    assert entries[:2] == old
+
+
+def test_a_schema_1_entry_after_a_schema_2_one_is_a_fault(tmp_path: Path) -> None:
+    """Appending an entry in the old format (no kind) behind the API's back is caught even when
+    its chain and the head anchor are re-written to match."""
+    path = build(tmp_path)
+    last = read(path)[-1]
+    forged = _forged(last.hash, 5, schema=1)
+    rewrite(path, path.read_bytes() + forged)
+    head_path(path).chmod(0o644)
+    head_path(path).write_text(
+        canonical_json({"hash": json.loads(forged)["hash"], "seq": 5}) + "\n"
+    )
+    assert_bad(path, 5, 5, "schema 1 after an entry of schema 2")
+
+
+@pytest.mark.parametrize(
+    ("schema", "kind", "why"),
+    [
+        (2, None, "-: Value error, kind is required from schema 2 on"),
+        (1, "generation", "-: Value error, a schema-1 entry has no kind"),
+        (3, "generation", "schema_version"),
+    ],
+)
+def test_kind_and_schema_must_agree(
+    tmp_path: Path, schema: int, kind: str | None, why: str
+) -> None:
+    obj: dict[str, Any] = json.loads(_forged(GENESIS, 1, schema=1))
+    obj["schema_version"] = schema
+    obj.pop("hash")
+    if kind is not None:
+        obj["kind"] = kind
+    obj["hash"] = sha256_json(obj)
+    path = tmp_path / "l.jsonl"
+    path.write_text(canonical_json(obj) + "\n")
+    assert_bad(path, 1, 1, f"not a ledger entry (bad fields: {why}")

@@ -70,3 +70,20 @@ def test_a_terminal_gets_the_live_line_unless_json_is_asked_for() -> None:
         live.message("inputs ready: t1")
     assert "inputs ready: t1" in out.getvalue()
     assert "[1/2 cells]" in out.getvalue()
+
+
+def test_a_retry_is_counted_as_a_retry_never_as_a_cell_past_the_total() -> None:
+    """Issue 29: with retries the live line read [80/78]; a re-paid cell is done once."""
+    t = GenerationTally(clock=Clock())
+    t.start(tasks=1, cells=2)
+    t.planned(cells=2, submitted=2)
+    t.retried(cost_usd=0.1)  # cell 1 failed systemically and is paid again
+    t.retried(cost_usd=None)  # ... and again, its cost unknown
+    assert (t.done, t.total, t.retries) == (0, 2, 2)
+    t.cell_done(resolved=True, error_kind=None, cost_usd=0.25)
+    t.cell_done(resolved=False, error_kind="infra-error", cost_usd=0.25)
+    assert (t.done, t.total, t.retries) == (2, 2, 2)
+    assert t.spend() == "$0.60 + 1 unmeasured", "a failed attempt's spend still counts"
+    assert "0 reused, 2 retried;" in t.brief()
+    t.retry_planned()  # a resumed generation re-pays a cell that failed before the kill
+    assert (t.done, t.retries) == (2, 3)

@@ -37,10 +37,15 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
 
     With --generation G, the decision uses exactly the cells G's manifest planned, each verified
     (never another candidate's cell), and refuses (exit 2) while any of them has no acceptable
-    evidence: `wfbench evolve` resumes and finishes G. Without it, an ad-hoc decision over the
-    latest record of every cell (run `wfbench cells --run` first). The decision is data, not an
-    exit code: promote, keep_incumbent and insufficient_evidence all exit 0. An UNUSABLE
-    incumbent arm fails (exit 1) after the evidence is written.
+    evidence, or G was never planned: `wfbench evolve` resumes and finishes G. Without it, an
+    ad-hoc decision on the latest candidate overlay: every cell's latest record is verified as a
+    generation verifies its evidence — unchanged since it was recorded, made for the identity
+    its arm has now (its overlay, skills, inputs, agent, grader, ...) — and a cell that is not is
+    refused as evidence, listed with the reason (`wfbench explain`); too few cells left is
+    insufficient_evidence. The ledger records the decision as ad hoc, and `wfbench apply` never
+    applies it. The decision is data, not an exit code: promote, keep_incumbent and
+    insufficient_evidence all exit 0. An UNUSABLE incumbent arm fails (exit 1) after the
+    evidence is written.
     """
     from bench_assets.driver.instance import StepFailed, materialize_decision
     from bench_assets.driver.transaction import missing_evidence
@@ -52,6 +57,13 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     store = artifact_store()
     with writer_lock(store.writer_lock(), "wfbench decide"):
         missing = missing_evidence(instance, store, generation) if generation else None
+        if generation and missing is None:
+            fail(
+                f"generation {generation} has no evidence manifest ({store.generation(generation)}"
+                "): it was never planned; `wfbench evolve` runs a generation, and `wfbench "
+                "decide` without --generation decides ad hoc",
+                EXIT_INVALID,
+            )
         if missing:
             listed = "; ".join(f"{c}: {why}" for c, why in sorted(missing.items())[:5])
             fail(
@@ -77,11 +89,17 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"decision": d, "report": r}, indent=2, default=str))
         return
+    kind = "ad hoc" if d.get("kind") == "ad_hoc" else f"generation {d.get('generation')}"
     click.echo(
         f"decision: {d.get('decision')} (policy {d.get('policy')}, candidate "
-        f"{d.get('candidate')}, generation {d.get('generation')})"
+        f"{d.get('candidate')}, {kind})"
     )
     click.echo(str(d.get("reasons", "")))
+    if d.get("refused_count"):
+        click.echo(
+            f"refused as evidence: {d['refused_count']} planned cell(s) (`wfbench explain` "
+            "lists each with the reason)"
+        )
     click.echo(f"report: {r.get('html_path')}")
     click.echo(f"ledger entry #{d.get('ledger_seq')} {short(str(d.get('ledger_hash')))}")
 
@@ -137,7 +155,8 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
     from bench_assets.report import TASK_COLUMNS, task_rows
 
     d = doc.decision
-    click.echo(f"generation {doc.generation or '(none)'}: {d.decision}")
+    basis = "ad hoc: latest records" if doc.basis == "ad_hoc" else "generation manifest"
+    click.echo(f"generation {doc.generation or '(none)'}: {d.decision} ({basis})")
     click.echo(
         f"candidate {doc.candidate} (overlay {short(doc.overlay_digest)}"
         f") as arm {d.candidate_arm} vs incumbent arm {d.incumbent_arm} "
@@ -179,6 +198,10 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
             f"{e.generation or '(none)'}, data version {short(e.data_version)}, "
             f"{outcome}{counted}"
         )
+    if doc.refused:
+        click.echo("\nrefused as evidence:")
+        for refused in doc.refused:
+            click.echo(f"  {refused.task} {refused.cell}: {refused.reason}")
 
 
 def _print_reviews(doc: "DecisionDocument") -> None:
@@ -289,8 +312,11 @@ def ledger_repair(path: Path | None) -> None:
     of the file) is refused, naming the fault, and nothing is changed (exit 1).
     """
     from bench_assets import ledger as ledger_mod
+    from bench_assets.generation import writer_lock
 
-    target = path or artifact_store().ledger()
+    store = artifact_store()
+    target = path or store.ledger()
     if not target.exists() and not ledger_mod.head_path(target).exists():
         fail(f"no ledger at {target}", EXIT_INVALID)
-    click.echo(ledger_mod.repair(target).message(target))  # LedgerError: one line, exit 1
+    with writer_lock(store.writer_lock(), "wfbench ledger repair"):
+        click.echo(ledger_mod.repair(target).message(target))  # LedgerError: one line, exit 1

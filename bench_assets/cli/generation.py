@@ -4,7 +4,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -212,16 +211,24 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool, include_expensive: b
     "--generation", default="", help="Apply this generation's decision (default: latest)."
 )
 def apply_cmd(generation: str) -> None:
-    """Replace the incumbent skill files with a promoted overlay, atomically.
+    """Replace the incumbent skill files with a generation's promoted overlay, atomically.
 
-    Refuses (exit 2), writing nothing, unless the decision is `promote` and every target file is
-    exactly as it was when the decision was made (compare-and-swap on the recorded digests); any
-    failure midway restores every file (exit 1). The application is recorded in the ledger.
+    Applies the latest decision in the ledger (of generation G with --generation G). Refuses
+    (exit 2), writing nothing, unless it is a finished generation's `promote`: an ad-hoc decision
+    (`wfbench decide` without --generation) is never applied — run `wfbench evolve` to get a
+    generation's; its decision document must be the one the ledger recorded, every evidence cell
+    must verify against the generation's manifest (never another candidate's cell), and every
+    target file must be exactly as it was when the decision was made (compare-and-swap on the
+    recorded digests). Any failure midway restores every file (exit 1). The application is
+    recorded in the ledger.
     """
     from bench_assets.driver.instance import apply_latest
+    from bench_assets.generation import writer_lock
 
-    instance = open_instance()
-    result: Any = apply_latest(instance, str(artifact_store().root), generation)
+    open_instance()  # resolves $DAGSTER_HOME, where the default artifact root is
+    store = artifact_store()
+    with writer_lock(store.writer_lock(), "wfbench apply"):
+        result = apply_latest(str(store.root), generation)
     for f in result.files:
         verb = "added" if f.old_sha256 is None else "replaced"
         click.echo(f"{verb} {f.path} ({short(str(f.old_sha256))} -> {short(f.new_sha256)})")

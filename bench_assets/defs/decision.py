@@ -7,7 +7,7 @@ used (partition, run id, data version, generation, reused or not and from which 
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import dagster as dg
 
@@ -20,22 +20,32 @@ from bench_assets import pool as pool_mod
 from bench_assets import report as report_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
+from bench_assets.defs.evidence import (
+    collect_current_inputs,
+    collect_manifest_inputs,
+    verify_evidence,
+)
 from bench_assets.defs.inputs import incumbent_skills
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
 from bench_assets.defs.resources import (
     BenchResource,
     latest_metadata_by_partition,
-    partition_materializations,
     partition_materializations_by_partition,
     upstream_metadata,
 )
-from bench_assets.documents import CellLineage, DecisionDocument, load_cell, load_decision
+from bench_assets.documents import (
+    CellLineage,
+    DecisionDocument,
+    RefusedCell,
+    load_cell,
+    load_decision,
+)
 from bench_assets.errors import InputError, IntegrityError
 from bench_assets.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.gate import review as review_gate
 from bench_assets.gate.explain import integrity_lines, v2_lines
 from bench_assets.hashing import sha256_json, short
-from bench_assets.manifest import TaskManifest
+from bench_assets.ledger import DecisionKind
 from bench_assets.store import ArtifactStore
 
 GROUP = "decision"
@@ -45,6 +55,8 @@ DECISION_CODE_VERSION = "decision-v1"
 REPORT_CODE_VERSION = "report-v1"
 CELL_ASSETS = ("comparator_cells", "candidate_cells")
 GENERATION_TAG = "wfbench/generation"
+REFUSED_KEY = "refused_cells"
+"""Aggregates metadata: the planned cells that are not evidence, as :class:`RefusedCell` s."""
 
 
 class DecisionConfig(dg.Config):
@@ -54,94 +66,6 @@ class DecisionConfig(dg.Config):
     """Generation id (e.g. g0007); empty for a decision made outside a generation."""
     aborted: bool = False
     """Set by the generation driver when the outage breaker tripped: never promotes."""
-
-
-def collect_task_inputs(
-    instance: dg.DagsterInstance,
-    task: str,
-    planned: list[tuple[str, str]],
-    generation: str | None = None,
-) -> list[agg_mod.AggregateInput]:
-    """The latest materialization of every planned (asset, cell) of one task, as inputs.
-
-    Within a generation, a cell whose record comes from another generation is reused evidence
-    even when no run re-recorded it (the planner launches no run for a reused cell).
-    """
-    return collect_inputs(instance, [task], planned, generation)[task]
-
-
-def collect_inputs(
-    instance: dg.DagsterInstance,
-    tasks: list[str],
-    planned: list[tuple[str, str]],
-    generation: str | None = None,
-) -> dict[str, list[agg_mod.AggregateInput]]:
-    """:func:`collect_task_inputs` for many tasks: one bulk lookup per cell asset."""
-    wanted: dict[str, dict[str, tuple[str, str]]] = {}
-    for task in tasks:
-        for asset, cell in planned:
-            key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-            wanted.setdefault(asset, {})[key] = (task, cell)
-    found = {a: latest_metadata_by_partition(instance, a, keys) for a, keys in wanted.items()}
-    out: dict[str, list[agg_mod.AggregateInput]] = {task: [] for task in tasks}
-    for task in tasks:
-        for asset, cell in planned:
-            md = found[asset].get(str(dg.MultiPartitionKey({"task": task, "cell": cell})))
-            view = load_cell(task, cell, asset, md) if md else None
-            if view is None:
-                continue
-            carried = bool(generation) and view.record.generation != generation
-            reused = view.materialization.reused or carried
-            out[task].append(
-                agg_mod.AggregateInput(
-                    record=view.record,
-                    reused=reused,
-                    run_id=view.run_id,
-                    source_run_id=view.source_run_id if reused else None,
-                    source_generation=view.record.generation if reused else None,
-                    data_version=view.data_version or view.record.data_version,
-                )
-            )
-    return out
-
-
-def collect_manifest_inputs(
-    instance: dg.DagsterInstance, task: TaskManifest
-) -> tuple[list[agg_mod.AggregateInput], dict[str, str]]:
-    """Exactly the cells the generation's manifest names for ``task``, each verified.
-
-    Returns the accepted evidence and, per cell without acceptable evidence, why (missing,
-    corrupted, another identity — e.g. another candidate's cell —, not paid in this
-    generation). See :mod:`bench_assets.manifest`.
-    """
-    out: list[agg_mod.AggregateInput] = []
-    refused: dict[str, str] = {}
-    for mc in task.cells:
-        key = str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell}))
-        found = [
-            manifest_mod.Candidate(
-                run_id=str(md["run_id"]),
-                data_version=md.get("data_version"),
-                record_path=str(md["record_path"]),
-            )
-            for md in partition_materializations(instance, mc.asset, key)
-            if md.get("record_path") and md.get("run_id")
-        ]
-        ok, why = manifest_mod.accept(mc, task.generation, found)
-        if ok is None:
-            refused[mc.cell] = why
-            continue
-        out.append(
-            agg_mod.AggregateInput(
-                record=ok.record,
-                reused=ok.reused,
-                run_id=ok.run_id,
-                source_run_id=ok.run_id if ok.reused else None,
-                source_generation=ok.record.generation if ok.reused else None,
-                data_version=ok.data_version,
-            )
-        )
-    return out, refused
 
 
 def applicable_cells(
@@ -215,13 +139,21 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     latest = [t for t in tasks if t not in set(by_manifest)]
     planned_default = planned_cells(bench.tasks_dir)
     b = bench.load(tasks)
-    latest_inputs = collect_inputs(context.instance, latest, planned_default, generation)
+    # Without a manifest (ad hoc): the latest records, each verified against the identity its
+    # arm has now, exactly as a generation verifies its evidence (never "latest record wins").
+    current, current_refused = collect_current_inputs(
+        context.instance,
+        bench,
+        b,
+        {t: applicable_cells(b, t, planned_default) for t in latest},
+        generation,
+    )
     results: dict[str, tuple[agg_mod.TaskAggregate, dict[str, Any], int]] = {}
     for task in tasks:
         refused: dict[str, str] = {}
-        if task in latest_inputs:
+        if task in current:
             planned = applicable_cells(b, task, planned_default)
-            inputs = latest_inputs[task]
+            inputs, refused = current[task], current_refused[task]
         else:
             assert manifest is not None
             # The generation's evidence set: exactly its planned cells, each verified.
@@ -241,7 +173,15 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
             )
             if refused
             else None,
-            "evidence_set": "generation manifest" if task in by_manifest else "latest records",
+            REFUSED_KEY: dg.MetadataValue.json(
+                [
+                    RefusedCell(task=task, cell=c, reason=why).model_dump(mode="json")
+                    for c, why in sorted(refused.items())
+                ]
+            ),
+            "evidence_set": "generation manifest"
+            if task in by_manifest
+            else "latest records, verified against the arms' identity now",
             "cells": len(agg.evidence),
             "record_path": dg.MetadataValue.path(str(path)),
             "digest": digest,
@@ -300,7 +240,15 @@ def decided_tasks(
 def _load_aggregates(
     instance: dg.DagsterInstance, task_ids: list[str]
 ) -> list[agg_mod.TaskAggregate]:
+    return _aggregates_and_refused(instance, task_ids)[0]
+
+
+def _aggregates_and_refused(
+    instance: dg.DagsterInstance, task_ids: list[str]
+) -> tuple[list[agg_mod.TaskAggregate], list[RefusedCell]]:
+    """Each task's latest aggregate, and the planned cells it refused as evidence."""
     out = []
+    refused: list[RefusedCell] = []
     found = latest_metadata_by_partition(instance, "aggregates", task_ids)  # one bulk lookup
     for task in task_ids:
         md = found.get(task)
@@ -311,7 +259,8 @@ def _load_aggregates(
         out.append(
             agg_mod.TaskAggregate.model_validate_json(Path(str(md["record_path"])).read_text())
         )
-    return out
+        refused += [RefusedCell.model_validate(r) for r in md.get(REFUSED_KEY) or []]
+    return out, refused
 
 
 def _metric(e: agg_mod.CellEvidence, metric: str) -> float | None:
@@ -394,6 +343,18 @@ def gate_input(
     )
 
 
+class GateEvidence(NamedTuple):
+    """What a look or a decision rests on (:func:`generation_gate_input`)."""
+
+    gate_input: gate_mod.GateInput
+    aggregates: list[agg_mod.TaskAggregate]
+    """Each task's aggregate, keeping only the evidence rows that verified."""
+    kind: DecisionKind
+    """``generation``: a manifest's cells; ``ad_hoc``: the latest records (no manifest)."""
+    refused: list[RefusedCell]
+    """The planned cells that are not evidence, each with the reason."""
+
+
 def generation_gate_input(
     instance: dg.DagsterInstance,
     b: Benchmark,
@@ -402,14 +363,18 @@ def generation_gate_input(
     *,
     aborted: bool,
     now: dt.datetime,
-) -> tuple[gate_mod.GateInput, list[agg_mod.TaskAggregate]]:
-    """The gate input of a generation's next look (or of an ad-hoc decision), and its aggregates.
+) -> GateEvidence:
+    """The gate input of a generation's next look (or of an ad-hoc decision), its aggregates,
+    what kind of evidence it is and the cells refused as evidence.
 
     The decision asset and the generation driver's sequential looks both build it here, so an
-    interim look and the final decision read the same evidence the same way.
+    interim look and the final decision read the same evidence the same way. Every evidence row
+    is verified again (:func:`verify_evidence`).
     """
     task_ids = decided_tasks(instance, artifacts, generation)
-    aggs = _load_aggregates(instance, task_ids)
+    manifest = manifest_mod.load_complete(artifacts.generation(generation)) if generation else None
+    loaded, refused = _aggregates_and_refused(instance, task_ids)
+    aggs, stale = verify_evidence(instance, b, artifacts, loaded, manifest)
     looks = manifest_mod.load_looks(artifacts.generation(generation)) if generation else None
     pooled = None
     policy = b.config.policy
@@ -417,7 +382,12 @@ def generation_gate_input(
     if policy.name == "paired" and policy.pooled_history and not repaid:
         pooled = _pooled_history(instance, b, aggs, now)
     inp = gate_input(b, aggs, aborted=aborted, now=now, pooled=pooled, looks=looks)
-    return inp, aggs
+    return GateEvidence(
+        gate_input=inp,
+        aggregates=aggs,
+        kind="generation" if manifest is not None else "ad_hoc",
+        refused=sorted(refused + stale, key=lambda r: (r.task, r.cell)),
+    )
 
 
 def _pooled_history(
@@ -532,7 +502,7 @@ def promotion_decision(
     """Decide on the candidate from the aggregate of every task the generation planned."""
     b = bench.load()
     artifacts = bench.artifacts()
-    inp, aggs = generation_gate_input(
+    inp, aggs, kind, refused = generation_gate_input(
         context.instance,
         b,
         artifacts,
@@ -548,6 +518,7 @@ def promotion_decision(
     review_decisions = [review_gate.decide_review(ri) for ri in review_inputs]
     evidence = {(a.task, e.cell): e for a in aggs for e in a.evidence}
     doc = DecisionDocument(
+        kind=kind,
         generation=config.generation or None,
         candidate=str(overlay_md["candidate"]),
         overlay_digest=str(overlay_md["digest"]),
@@ -570,6 +541,7 @@ def promotion_decision(
         ],
         review_decisions=review_decisions,
         review_required=required_reviews(b, overlay_files),
+        refused=refused,
     )
     body = doc.model_dump(mode="json")
     digest = sha256_json(body)
@@ -586,6 +558,7 @@ def promotion_decision(
         decision_json=body,
         generation=doc.generation,
         candidate=doc.candidate,
+        kind=kind,
         payload={"decision_path": str(decision_path)},
     )
     evidence_rows = []
@@ -615,6 +588,7 @@ def promotion_decision(
         if review_decisions
         else None,
         "generation": doc.generation,
+        "kind": kind,
         "candidate": doc.candidate,
         "overlay_digest": doc.overlay_digest,
         "incumbent_skills_digest": doc.incumbent_skills_digest,
@@ -638,6 +612,12 @@ def promotion_decision(
                 evidence_rows,
             )
         ),
+        "refused_count": len(refused),
+        "refused": dg.MetadataValue.md(
+            "\n".join(f"- {r.task} {r.cell}: {r.reason}" for r in refused)
+        )
+        if refused
+        else None,
         "overlay_diff": dg.MetadataValue.md(str(overlay_md.get("diff", ""))),
         "decision_path": dg.MetadataValue.path(str(decision_path)),
         "report_url": dg.MetadataValue.url(_report_link(artifacts, digest)),

@@ -31,6 +31,7 @@ from bench_assets.agents.preflight import require_live_agents
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
+from bench_assets.driver import services
 from bench_assets.driver.instance import (
     INPUT_ASSETS,
     StepFailed,
@@ -303,6 +304,7 @@ def _evolve_locked(
     recovered = apply_mod.recover(bench.skills_dir)
     if recovered is not None:
         progress(recovered.message())
+    services.end_orphaned(instance.root_directory, progress)
     clear_orphans(instance, progress)
     resumed = unfinished(artifacts)
     if resumed is not None:
@@ -412,7 +414,7 @@ def _evolve_locked(
     if decision == "promote" and bench.config.apply.on_promote and not aborted and not unusable:
         from bench_assets.driver.instance import apply_latest
 
-        apply_latest(instance, artifact_root, generation)
+        apply_latest(artifact_root, generation)
         applied = True
         progress(f"applied candidate {candidate} to {bench.skills_dir}")
     paid = sum(1 for p in plan if p.action == "run")

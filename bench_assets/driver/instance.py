@@ -10,15 +10,19 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from bench_assets.apply import ApplyResult
 from bench_assets.catalog import Benchmark
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
-from bench_assets.documents import CellView, load_cell, load_decision
+from bench_assets.documents import CellView, DecisionDocument, load_cell, load_decision
 from bench_assets.errors import InputError, WfbenchError, error_class
+from bench_assets.ledger import LedgerEntry
+from bench_assets.store import ArtifactStore, default_artifact_root
 from bench_assets.sync import SyncPlan, plan_sync
 
 AGENT_POOL = "agent_sessions"
@@ -426,29 +430,111 @@ def decision_records(instance: dg.DagsterInstance, limit: int = 200) -> list[dic
     return out
 
 
-def apply_latest(instance: dg.DagsterInstance, artifacts_root: str, generation: str) -> object:
-    """Apply the latest (or the given generation's) promoted overlay to the incumbent skills."""
-    from pathlib import Path
+def apply_latest(artifacts_root: str, generation: str) -> ApplyResult:
+    """Apply the latest (or the given generation's) decision, if it is a generation's promote.
 
+    The decision is taken from the ledger, not from the latest materialization: the newest
+    decision entry (of ``generation`` if given). Refused (``ApplyRefused``, exit 2, nothing
+    written) unless, besides :func:`bench_assets.apply.apply_overlay`'s own checks:
+
+    * the entry is generation-backed (an ad-hoc decision is never applied; the message says how
+      to get a generation's), and its generation has a complete evidence manifest naming the
+      same candidate and overlay;
+    * its ``decision.json`` is the document the ledger recorded (same digest: not edited since);
+    * every evidence cell it cites verifies against that manifest — its record unchanged since it
+      was recorded, made for the planned identity (a candidate cell: for the decided overlay) —
+      as :func:`bench_assets.manifest.accept` checks it.
+    """
     from bench_assets import apply as apply_mod
+    from bench_assets import ledger as ledger_mod
     from bench_assets.errors import ApplyRefused
-    from bench_assets.store import ArtifactStore, default_artifact_root
 
-    records = decision_records(instance)
-    chosen = next(
-        (md for md in records if not generation or md.get("generation") == generation), None
-    )
-    if chosen is None:
-        raise ApplyRefused(f"no promotion decision{' for ' + generation if generation else ''}")
-    doc = load_decision(Path(str(chosen["decision_path"])))
     root = Path(artifacts_root).resolve() if artifacts_root else default_artifact_root()
+    store = ArtifactStore(root)
+    entries = [
+        e
+        for e in ledger_mod.read(store.ledger())
+        if e.decision != apply_mod.APPLIED and (not generation or e.generation == generation)
+    ]
+    if not entries:
+        which = f" for generation {generation}" if generation else ""
+        raise ApplyRefused(f"no promotion decision{which} in the ledger {store.ledger()}")
+    entry = entries[-1]
+    if entry.basis != "generation":
+        raise ApplyRefused(
+            f"the latest decision (ledger entry #{entry.seq}: {entry.decision} of "
+            f"{entry.candidate}) is ad hoc (`wfbench decide` without --generation): only a "
+            "generation's promote is applied; run `wfbench evolve` to evaluate the candidate in "
+            "a generation (it resumes an unfinished one), then `wfbench apply`"
+        )
+    doc = _verified_decision(store, entry)
     return apply_mod.apply_overlay(
         Path(doc.skills_dir),
         Path(doc.overlay_files),
         expected=doc.target_base_digests,
         decision=doc.verdict,
-        ledger=ArtifactStore(root).ledger(),
+        ledger=store.ledger(),
         decision_json=doc.model_dump(mode="json"),
         generation=doc.generation,
         candidate=doc.candidate,
+        kind=entry.basis,
     )
+
+
+def _verified_decision(store: ArtifactStore, entry: LedgerEntry) -> DecisionDocument:
+    """The decision document of a generation-backed ledger entry, checked as
+    :func:`apply_latest` says; ``ApplyRefused`` naming the first fault."""
+    import json
+
+    from bench_assets.errors import ApplyRefused
+    from bench_assets.hashing import sha256_json
+    from bench_assets.manifest import Candidate, accept, accept_current, load_complete
+
+    where = f"ledger entry #{entry.seq} ({entry.generation})"
+    path = Path(str(entry.payload.get("decision_path", "")))
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ApplyRefused(f"{where}: its decision document {path} cannot be read: {e}") from None
+    if sha256_json(body) != entry.decision_digest:
+        raise ApplyRefused(f"{path}: not the decision {where} recorded (edited since)")
+    doc = load_decision(path)
+    try:
+        manifest = load_complete(store.generation(str(entry.generation)))
+    except InputError as e:
+        raise ApplyRefused(f"{where}: {e}") from None
+    if manifest is None or doc.generation != entry.generation:
+        raise ApplyRefused(
+            f"{where}: generation {entry.generation} has no evidence manifest; only a finished "
+            "generation's promote is applied"
+        )
+    header = manifest.header
+    if (doc.candidate, doc.overlay_digest) != (header.candidate, header.overlay_digest):
+        raise ApplyRefused(
+            f"{where}: decides on {doc.candidate} (overlay {doc.overlay_digest[:12]}), but "
+            f"{entry.generation} evaluated {header.candidate} (overlay "
+            f"{header.overlay_digest[:12]})"
+        )
+    planned = {(c.task, c.cell): c for c in manifest.cells()}
+    for ev in doc.decision.evidence:
+        # A pooled comparator run is an earlier record of a planned cell with its identity.
+        cell = (ev.pooled_from or "") if ev.pooled else f"{ev.arm}.r{ev.run}"
+        lin = doc.lineage_of(ev.task, ev.arm, ev.run)
+        run_id = ev.pooled_run_id if ev.pooled else (lin.run_id if lin else None)
+        found = [
+            Candidate(
+                run_id=run_id or "",
+                data_version=ev.data_version,
+                record_path=str(store.cell(ev.task, cell, ev.record_id) / "record.json"),
+            )
+        ]
+        mc = planned.get((ev.task, cell))
+        if mc is None:
+            why = "not a cell the generation planned"
+        elif ev.pooled:
+            why = accept_current(mc.identity_digest, found)[1]
+        else:
+            why = accept(mc, header.generation, found)[1]
+        if why:
+            raise ApplyRefused(f"{where}: evidence cell {ev.task} {cell} does not verify: {why}")
+    return doc

@@ -178,14 +178,14 @@ def sequential_looks(
             return planned_now, False  # the decision meets the same refusal and records it
         from bench_assets.defs.decision import generation_gate_input
 
-        inp, _ = generation_gate_input(
+        inp = generation_gate_input(
             payer.instance,
             bench,
             artifacts,
             payer.generation,
             aborted=False,
             now=dt.datetime.now(dt.UTC),
-        )
+        ).gate_input
         decision = gate_mod.decide(inp)
         stats = decision.paired_v2.looks[-1] if decision.paired_v2 else None
         if decision.next_action == "decide" or stats is None:

@@ -20,7 +20,7 @@ from bench_assets.cellkeys import parse_cell_key
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.documents import load_cell
 from bench_assets.driver.runqueue import Executor, Finished, Job
-from bench_assets.driver.transaction import GEN_TAG, candidates, orphan_record
+from bench_assets.driver.transaction import GEN_TAG, candidates, orphan_record, paid_attempts
 from bench_assets.errorkinds import ErrorKind, is_systemic
 from bench_assets.generation import OutageBreaker, SpendCap
 from bench_assets.manifest import ManifestCell, accept
@@ -112,31 +112,48 @@ class CellPayer:
     def submit_planned(self, planned: list[ManifestCell]) -> int:
         """Submit every ``run`` cell of ``planned`` not already paid in this generation (verified
         like the decision verifies it); returns how many were submitted. A cell planned by a
-        sequential look is tagged with it (:data:`LOOK_TAG`)."""
+        sequential look is tagged with it (:data:`LOOK_TAG`).
+
+        A cell already paid whose evidence is a systemic failure (infra, session, cleanup: what
+        :meth:`finished` re-pays) is paid again while its retries last, counted from the
+        sessions it paid in this generation (:func:`paid_attempts`): a resumed generation
+        re-pays what the killed one would have, and no more."""
         n = 0
+        artifacts = ArtifactStore(Path(self.artifact_root))
+        retries = self.bench.config.policy.retries
         for mc in planned:
             if mc.action != "run":
                 continue
+            label = f"{mc.task} {mc.cell}"
             known = candidates(self.instance, mc)
             paid, _ = accept(mc, self.generation, known)
-            if paid is not None:
-                self.progress(
-                    f"  {mc.task} {mc.cell}: already paid in {self.generation} (run {paid.run_id})"
-                )
+            kind = paid.record.error_kind if paid is not None else None
+            if paid is not None and (self.stopped or not is_systemic(kind)):
+                self.progress(f"  {label}: already paid in {self.generation} (run {paid.run_id})")
                 continue
+            if paid is not None:  # a systemic failure: its retries survive the interruption
+                used = max(paid_attempts(artifacts, mc, self.generation) - 1, 0)
+                self.tries[label] = max(self.tries.get(label, 0), used)
             config: dict[str, Any] = {
-                "force": mc.kind in ("canary", "drift"),
+                "force": mc.kind in ("canary", "drift") or paid is not None,
                 "generation": self.generation,
             }
-            orphan = orphan_record(
-                ArtifactStore(Path(self.artifact_root)), mc, self.generation, known
-            )
+            orphan = orphan_record(artifacts, mc, self.generation, known)
             if orphan:
-                self.progress(
-                    f"  {mc.task} {mc.cell}: adopting record {orphan} "
-                    "(paid before the interruption)"
-                )
+                self.progress(f"  {label}: adopting record {orphan} (paid before the interruption)")
                 config["adopt_record_id"] = orphan
+            elif paid is not None:
+                if self.tries[label] >= retries:
+                    self.progress(
+                        f"  {label}: {kind} in {self.generation}; its {retries} retries are used"
+                    )
+                    continue
+                self.tries[label] += 1
+                self.tally.retry_planned()
+                self.progress(
+                    f"  {label}: {kind} before the interruption; retry {self.tries[label]} "
+                    f"of {retries}"
+                )
             tags = {
                 GEN_TAG: self.generation,
                 "dagster/partition/task": mc.task,
@@ -150,7 +167,7 @@ class CellPayer:
                     str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell})),
                     op_config={mc.asset: config},
                     tags=tags,
-                    label=f"{mc.task} {mc.cell}",
+                    label=label,
                 )
             )
             n += 1
@@ -163,17 +180,18 @@ class CellPayer:
             return
         summary = cell_summary(self.instance, done.job, done.run_id, done.failure)
         self.cells.append(summary)
-        if self._retry(done.job, summary):
-            self.submitted += 1
-            self.progress(
-                f"  {done.job.label}: {summary['error_kind']}; retry {self.tries[done.job.label]}"
-            )
         verdict = "resolved" if summary["resolved"] else str(summary["error_kind"] or "unresolved")
-        self.tally.cell_done(
-            resolved=summary["resolved"],
-            error_kind=summary["error_kind"],
-            cost_usd=summary["cost_usd"],
-        )
+        if self._retry(done.job, summary):
+            # Not a cell done: the same cell is paid again (the tally counts it as a retry).
+            self.submitted += 1
+            self.tally.retried(cost_usd=summary["cost_usd"])
+            verdict += f"; retry {self.tries[done.job.label]} of {self.bench.config.policy.retries}"
+        else:
+            self.tally.cell_done(
+                resolved=summary["resolved"],
+                error_kind=summary["error_kind"],
+                cost_usd=summary["cost_usd"],
+            )
         label = f"[{self.tally.done}/{self.tally.total}] {done.job.label}"
         self.progress(f"  {label}: {verdict} ({self.tally.brief()})")
         kind = summary["error_kind"]
@@ -202,9 +220,10 @@ class CellPayer:
         if self.tries.get(job.label, 0) >= self.bench.config.policy.retries:
             return False
         self.tries[job.label] = self.tries.get(job.label, 0) + 1
-        # A retry pays a new session: never re-adopt the record a resumed attempt left behind.
+        # A retry pays a new session (``force``: the failed record is never "reused"), and never
+        # re-adopts the record a resumed attempt left behind.
         config = {
-            a: {k: v for k, v in c.items() if k != "adopt_record_id"}
+            a: {**{k: v for k, v in c.items() if k != "adopt_record_id"}, "force": True}
             for a, c in job.op_config.items()
         }
         self.ex.submit(dataclasses.replace(job, op_config=config))

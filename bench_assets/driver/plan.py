@@ -40,7 +40,6 @@ from bench_assets.documents import load_cell, load_decision
 from bench_assets.driver.instance import INPUT_ASSETS, decision_records, latest_cells
 from bench_assets.errors import WfbenchError
 from bench_assets.generation import next_candidate_requeue, next_generation
-from bench_assets.hashing import sha256_json
 from bench_assets.planner import (
     PlannedCell,
     PriorCell,
@@ -69,14 +68,18 @@ def generation_tasks(bench: Benchmark, *, include_expensive: bool = False) -> li
 def history(
     instance: dg.DagsterInstance, artifacts: ArtifactStore
 ) -> tuple[list[str | None], list[str | None]]:
-    """(generation ids, evaluated candidate ids) seen in the ledger and the decisions."""
+    """(generation ids, evaluated candidate ids) seen in the ledger and the decisions.
+
+    A candidate is evaluated by a generation's decision; an ad-hoc one (no manifest) does not
+    count.
+    """
     gens: list[str | None] = []
     cands: list[str | None] = []
     path = artifacts.ledger()
     if path.exists():
         for entry in ledger_mod.read(path):
             gens.append(entry.generation)
-            if entry.decision != "applied":
+            if entry.decision != "applied" and entry.basis == "generation":
                 cands.append(entry.candidate)
     for md in decision_records(instance):
         if md.get("generation"):
@@ -85,11 +88,16 @@ def history(
 
 
 def outcomes(artifacts: ArtifactStore) -> list[tuple[str | None, str]]:
-    """(candidate, decision) of every decision in the ledger, oldest first."""
+    """(candidate, decision) of every generation's decision in the ledger, oldest first (an
+    ad-hoc decision evaluates no queued candidate)."""
     path = artifacts.ledger()
     if not path.exists():
         return []
-    return [(e.candidate, e.decision) for e in ledger_mod.read(path) if e.decision != "applied"]
+    return [
+        (e.candidate, e.decision)
+        for e in ledger_mod.read(path)
+        if e.decision != "applied" and e.basis == "generation"
+    ]
 
 
 def choose(
@@ -259,11 +267,6 @@ def _plan(
     )
 
 
-def _task_file_digest(bench: Benchmark, task: str) -> str:
-    """``TaskBinding.task_file_digest`` of the task as it is now (as ``binding.bind`` makes it)."""
-    return sha256_json(bench.task(task).spec.model_dump(mode="json", by_alias=True))
-
-
 def stored_input_identities(
     instance: dg.DagsterInstance,
     bench: Benchmark,
@@ -311,7 +314,7 @@ def stored_input_identities(
         ):
             unusable[task] = "inputs out of step with task_bindings"
             continue
-        if bound.task_file_digest != _task_file_digest(bench, task):
+        if bound.task_file_digest != binding_mod.task_file_digest(bench.task(task)):
             unusable[task] = "task file changed since binding"
             continue
         snapshot, _ = oracle_mod.capture(bench.task(task), bench.config.limits)

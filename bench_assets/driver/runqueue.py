@@ -30,6 +30,7 @@ import dagster as dg
 import yaml
 
 from bench_assets import sandbox
+from bench_assets.driver import services
 from bench_assets.driver.instance import StepFailed, materialize
 from bench_assets.errors import error_class
 from bench_assets.fsutil import atomic_write_text
@@ -181,6 +182,9 @@ class QueueExecutor:
         self._ctx: Any = None
         self._checked = time.monotonic()
         self._workspace_path = Path()
+        self._record: services.DriverRecord | None = None
+        self._distrusted: str | None = None
+        self._previous_token: str | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -206,6 +210,18 @@ class QueueExecutor:
     def __enter__(self) -> "QueueExecutor":
         from dagster._core.workspace.context import WorkspaceProcessContext
 
+        root = self.instance.root_directory
+        previous = services.end_orphaned(root, self.progress)
+        self._distrusted = previous.dead_daemon() if previous is not None else None
+        # Every process started from here on (code servers, daemon, run workers) carries the
+        # token, so a next generation can end them if this one is killed (services module).
+        token = services.new_token()
+        self._previous_token = os.environ.get(services.TOKEN_ENV)
+        os.environ[services.TOKEN_ENV] = token
+        self._record = services.DriverRecord(
+            token=token, pid=os.getpid(), started=services.start_time(os.getpid())
+        )
+        services.save(root, self._record)
         os.environ["WFBENCH_TASKS"] = self.tasks_dir
         if self.artifact_root:
             os.environ["WFBENCH_ARTIFACTS"] = self.artifact_root
@@ -245,6 +261,15 @@ class QueueExecutor:
         if self._wpc is not None:
             self._wpc.__exit__(exc_type, exc, tb)
             self._wpc = None
+        if self._record is not None:
+            services.save(
+                self.instance.root_directory, self._record.model_copy(update={"ended": True})
+            )
+            self._record = None
+        if self._previous_token is None:
+            os.environ.pop(services.TOKEN_ENV, None)
+        else:
+            os.environ[services.TOKEN_ENV] = self._previous_token
 
     def daemon_healthy(self) -> bool:
         """A daemon dequeues this instance's runs right now.
@@ -254,7 +279,11 @@ class QueueExecutor:
         younger than two heartbeat intervals and a margin.
         """
         beat = self.instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
-        return beat is not None and time.time() - beat.timestamp <= HEARTBEAT_FRESH_S
+        if beat is None or time.time() - beat.timestamp > HEARTBEAT_FRESH_S:
+            return False
+        # The fresh heartbeat of a daemon the last generation started and that is gone (it
+        # stopped with that generation, or died with it) is not a daemon.
+        return self._distrusted is None or beat.daemon_id != self._distrusted
 
     def _start_daemon(self) -> None:
         exe = Path(sys.executable).parent / "dagster-daemon"
@@ -276,6 +305,10 @@ class QueueExecutor:
                     "daemon", "DaemonError", f"dagster-daemon not healthy in 60 s; see {log}"
                 )
             time.sleep(0.5)
+        beat = self.instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
+        if self._record is not None and beat is not None:
+            self._record = self._record.model_copy(update={"daemon_id": beat.daemon_id})
+            services.save(self.instance.root_directory, self._record)
 
     # -- jobs --------------------------------------------------------------------------------
 

@@ -5,8 +5,10 @@
   :func:`bench_assets.manifest.accept`, and :func:`missing_evidence` says which planned cells have
   none (``wfbench decide --generation`` refuses until there are none);
 * **resume**: :func:`unfinished` finds a planned generation without a decision,
-  :func:`orphan_record` a record a killed run wrote but Dagster never recorded, and
-  :func:`clear_orphans` ends runs a dead driver left queued or started;
+  :func:`orphan_record` a record a killed run wrote but Dagster never recorded,
+  :func:`paid_attempts` how many sessions a cell already paid (its retries survive a crash), and
+  :func:`clear_orphans` ends runs a dead driver left queued or started and frees the pool slots
+  they held;
 * **inputs that cannot change under it**: :func:`verify_stored_inputs` re-verifies stored oracle
   snapshots and templates before anything is paid, and :func:`require_tasks_unchanged` aborts a
   generation whose benchmark files were edited while it ran.
@@ -46,17 +48,10 @@ GEN_TAG = "wfbench/generation"
 def candidates(instance: dg.DagsterInstance, cell: ManifestCell) -> list[Candidate]:
     """The partition's materializations, newest first, as evidence candidates."""
     key = str(dg.MultiPartitionKey({"task": cell.task, "cell": cell.cell}))
-    out = []
-    for md in partition_materializations(instance, cell.asset, key):
-        if md.get("record_path") and md.get("run_id"):
-            out.append(
-                Candidate(
-                    run_id=str(md["run_id"]),
-                    data_version=md.get("data_version"),
-                    record_path=str(md["record_path"]),
-                )
-            )
-    return out
+    found = (
+        Candidate.from_metadata(md) for md in partition_materializations(instance, cell.asset, key)
+    )
+    return [c for c in found if c is not None]
 
 
 def orphan_record(
@@ -85,6 +80,26 @@ def orphan_record(
         ):
             return rec.record_id
     return ""
+
+
+def paid_attempts(artifacts: ArtifactStore, cell: ManifestCell, generation: str) -> int:
+    """How many sessions of this cell and identity ``generation`` paid for: its finished records
+    on disk (also those a killed run wrote but Dagster never recorded). A resumed generation
+    counts its retries from these, so a crash neither cancels nor renews them."""
+    folder = artifacts.cells_root() / cell.task / cell.cell
+    n = 0
+    for path in folder.glob("*/record.json"):
+        try:
+            rec = load_record(path)
+        except RecordCorrupt:
+            continue
+        if (
+            rec.generation == generation
+            and rec.identity_digest == cell.identity_digest
+            and not rec.ad_hoc
+        ):
+            n += 1
+    return n
 
 
 def manifest_cells(plan: list[PlannedCell], prior: dict[Any, Any]) -> list[ManifestCell]:
@@ -235,3 +250,29 @@ def clear_orphans(instance: dg.DagsterInstance, progress: Callable[[str], None])
             )
     if runs:
         progress(f"ended {len(runs)} run(s) left by an interrupted generation")
+    freed = free_leaked_slots(instance)
+    if freed:
+        progress(f"freed the pool slots {freed} ended run(s) still held")
+
+
+def free_leaked_slots(instance: dg.DagsterInstance) -> int:
+    """Free the pool slots (``agent_sessions``, ``graph_build``, ...) of runs that have ended.
+
+    A run killed with its process (``kill -9`` of an in-process ``evolve``, of a run worker)
+    never releases the slot it claimed, and marking it failed does not either: with a pool of 1
+    the resumed generation's first cell would wait for it forever. Returns how many runs held
+    one."""
+    storage = instance.event_log_storage
+    if not storage.supports_global_concurrency_limits:
+        return 0
+    holders: set[str] = set(storage.get_concurrency_run_ids())
+    for pool in storage.get_concurrency_keys():
+        info = storage.get_concurrency_info(pool)
+        holders |= info.active_run_ids | {step.run_id for step in info.pending_steps}
+    freed = 0
+    for run_id in sorted(holders):
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            storage.free_concurrency_slots_for_run(run_id)
+            freed += 1
+    return freed

@@ -347,6 +347,7 @@ def test_the_report_shows_the_cheat_counts_and_the_veto() -> None:
         target_base_digests={},
         decision=d,
         lineage=[],
+        kind="generation",
     )
     md = render_markdown(doc, [])
     section = md.split("## Integrity\n\n", 1)[1].split("\n\n", 1)[0].splitlines()

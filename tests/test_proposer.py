@@ -155,6 +155,7 @@ def _decision_doc(reasons: list[str]) -> DecisionDocument:
         target_base_digests={},
         decision=decision,
         lineage=[],
+        kind="generation",
     )
 
 

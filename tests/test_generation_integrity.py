@@ -1,8 +1,17 @@
 """A generation is a transaction: its own evidence set, one writer, verified reuse, kill -9.
 
 Each test builds the fault the way it happens (a killed process, a second writer, a byte edited
-in a stored record, an infra failure) and shows the decision never rests on foreign or corrupted
-evidence and no cell is paid twice.
+in a stored record, an infra failure, a full disk) and shows the decision never rests on foreign
+or corrupted evidence and no cell is paid twice.
+
+Every scenario runs in process. Those whose course differs on the run-queue path — the default
+users get, where cells are runs in their own processes under a daemon and code servers that
+``evolve`` starts — run there too (:data:`BOTH_PATHS`, marked slow, the smallest suite that shows
+it: 2 tasks x 1 run): a kill -9 of ``evolve`` mid-generation then ``decide``, ``apply`` and
+``evolve``; a kill -9 while a cell runs; a kill -9 of a cell's run worker; a full disk then a
+kill; a cancel. The others exercise code that is the same on both paths (the writer lock, record
+verification, input verification, the task-file watch, run before any cell is paid or in the
+decision), so a queued variant would add minutes of CI for no other code.
 """
 
 import json
@@ -13,6 +22,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +37,7 @@ from bench_assets.records import load_record
 from bench_assets.store import ArtifactStore
 from tests.conftest import add_task, write_yaml
 from tests.test_dagster_cells import fix_patch, replay_bench
+from tests.test_generation import QUEUED_INSTANCE
 
 TASKS = ("alpha", "beta")
 
@@ -63,6 +74,33 @@ def two_task_bench(tmp_path: Path, runs: int = 2, canaries: int = 0) -> Path:
     return root
 
 
+def promoting_bench(tmp_path: Path, runs: int = 1) -> Path:
+    """:func:`two_task_bench` whose candidate the gate promotes: its own replays, 40 % cheaper
+    than ``workflow`` on every run, both resolving every task (the ``strict`` policy at
+    ``min_runs`` = ``runs``, so two tasks can decide). One session at a time, so a kill after a
+    cell finds the next one unrecorded on the queued path too."""
+    root = two_task_bench(tmp_path, runs=runs)
+    data = yaml.safe_load((root / "bench.yaml").read_text())
+    data["arms"]["cand"]["agent"]["predictions"] = "replays/c.jsonl"
+    data["policy"] = {"name": "strict", "min_runs": runs}
+    data["limits"] = {"agent_sessions": 1}
+    write_yaml(root / "bench.yaml", data)
+    patch = fix_patch(root)
+    rows = [
+        {
+            "instance_id": t,
+            "model_name_or_path": "c",
+            "run": r,
+            "model_patch": patch,
+            "usage": {"cost_usd": 0.3, "turns": 3},
+        }
+        for t in TASKS
+        for r in range(runs)
+    ]
+    (root / "replays" / "c.jsonl").write_text("".join(json.dumps(x) + "\n" for x in rows))
+    return root
+
+
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "bench_assets.cli", *args]
 
@@ -86,7 +124,7 @@ def decisions(art: Path) -> list[tuple[str | None, str]]:
     return [(e.generation, e.decision) for e in read_ledger(ledger) if e.decision != "applied"]
 
 
-def run_until(argv: list[str], env: dict[str, str], ready, timeout_s: float = 180) -> int:
+def run_until(argv: list[str], env: dict[str, str], ready, timeout_s: float = 600) -> int:
     """Start ``argv``; SIGKILL it as soon as ``ready()`` holds. Returns its exit status."""
     proc = subprocess.Popen(
         argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -100,12 +138,37 @@ def run_until(argv: list[str], env: dict[str, str], ready, timeout_s: float = 18
     return proc.wait(timeout=30)
 
 
+QUEUE = pytest.param("queue", marks=pytest.mark.slow)
+BOTH_PATHS = pytest.mark.parametrize("env", ["in-process", QUEUE], indirect=True)
+"""Run a fault scenario on both paths: in process, and through the run queue (the default users
+get: a daemon, a code server, one run worker per cell; started by ``evolve`` itself)."""
+
+
 @pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """The environment of the ``wfbench`` commands a test runs: in process unless the test is
+    parametrized with ``queue`` (:data:`BOTH_PATHS`); then ``WFBENCH_IN_PROCESS`` is unset and
+    the instance has the queued run coordinator, like ``dagster_home/dagster.yaml``."""
     e = dict(os.environ)
     e["WFBENCH_ARTIFACTS"] = str(tmp_path / "art")
-    e["WFBENCH_IN_PROCESS"] = "1"
-    return e
+    path = getattr(request, "param", "in-process")
+    if path == "in-process":
+        e["WFBENCH_IN_PROCESS"] = "1"
+        yield e
+        return
+    e.pop("WFBENCH_IN_PROCESS", None)
+    home = tmp_path / "queued_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(QUEUED_INSTANCE)
+    e["DAGSTER_HOME"] = str(home)
+    try:
+        yield e
+    finally:  # a test that ends on a kill leaves the processes no next evolve ended
+        from bench_assets.driver import services
+
+        record = services.load(home)
+        if record is not None and not record.alive():
+            services.end(services.carrying(record.token))
 
 
 def test_a_decision_never_rests_on_another_candidates_cells(
@@ -162,6 +225,256 @@ def assert_decided_on_own_evidence(art: Path, generation: str) -> None:
         if rec.role == "candidate":
             assert rec.overlay_digest == doc.overlay_digest, f"{lin.task} {lin.cell}: foreign"
             assert rec.generation == generation
+
+
+def skill_tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+def latest_decision(art: Path):  # type: ignore[no-untyped-def]
+    """The newest decision in the ledger (not an application) and its document."""
+    entry = [e for e in read_ledger(ArtifactStore(art).ledger()) if e.decision != "applied"][-1]
+    return entry, load_decision(Path(entry.payload["decision_path"]))
+
+
+def assert_cites_only_its_overlay(art: Path, doc) -> None:  # type: ignore[no-untyped-def]
+    """Every candidate cell the decision cites is a record of the overlay it decides on."""
+    for e in doc.decision.evidence:
+        rec = load_record(
+            art / "cells" / e.task / f"{e.arm}.r{e.run}" / e.record_id / "record.json"
+        )
+        assert rec.data_version == e.data_version
+        if rec.role == "candidate":
+            assert rec.overlay_digest == doc.overlay_digest, f"{e.task} {e.arm}.r{e.run}: foreign"
+
+
+@BOTH_PATHS
+def test_after_a_kill_no_decide_or_apply_rests_on_another_overlays_cells(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Issue 29. ``evolve`` for c2 is killed after its first candidate cell; the ad-hoc
+    ``decide`` (no --generation) used to promote c2 on c1's candidate cells and ``apply`` to apply
+    it. Now every path verifies each cell against the identity its arm has now, and ``apply``
+    applies only a generation-backed promote."""
+    root, art = promoting_bench(tmp_path), tmp_path / "art"
+    first = subprocess.run(
+        cli("evolve", "--tasks", str(root), "--json"), env=env, capture_output=True
+    )
+    assert first.returncode == 0, first.stderr.decode()[-2000:]
+    assert json.loads(first.stdout)["decision"] == "promote", "the fixture's candidate promotes"
+    before = skill_tree(root / "skills")
+    killed = run_until(cli("evolve", "--tasks", str(root)), env, lambda: g0002_paid(art) >= 1)
+    assert killed == -signal.SIGKILL
+    assert g0002_paid(art) == 1, "killed with one of c2's two candidate cells paid"
+
+    # The UI path: promotion_decision alone, over the aggregates g0001 left (c1's cells).
+    ui_decision(root, art, env)
+    entry, doc = latest_decision(art)
+    assert doc.candidate == "c2" and doc.verdict != "promote", doc.decision.reasons
+    assert_cites_only_its_overlay(art, doc)
+    assert (doc.kind, entry.kind) == ("ad_hoc", "ad_hoc")
+    assert doc.refused, "the stale evidence is listed with its reason"
+
+    # The CLI: ad-hoc decide, then apply with and without --generation.
+    adhoc = subprocess.run(cli("decide", "--tasks", str(root)), env=env, capture_output=True)
+    assert adhoc.returncode == 0, adhoc.stderr.decode()[-2000:]
+    entry, doc = latest_decision(art)
+    assert (doc.candidate, doc.generation, entry.kind) == ("c2", None, "ad_hoc")
+    assert doc.verdict == "insufficient_evidence", doc.decision.reasons
+    assert_cites_only_its_overlay(art, doc)
+    refused = {(r.task, r.cell): r.reason for r in doc.refused}
+    cited = {(e.task, f"{e.arm}.r{e.run}") for e in doc.decision.evidence if e.arm == "cand"}
+    assert cited | set(refused) == {(t, "cand.r0") for t in TASKS} and not cited & set(refused)
+    foreign = [k for k, why in refused.items() if "another identity (generation g0001" in why]
+    assert foreign and len(foreign) == len(refused), refused
+    assert b"refused" in adhoc.stdout, "decide says how many cells were not evidence"
+    for args in (("apply",), ("apply", "--generation", "g0002")):
+        res = subprocess.run(cli(*args), env=env, capture_output=True)
+        assert res.returncode == 2, (args, res.stdout.decode(), res.stderr.decode())
+        assert skill_tree(root / "skills") == before, f"{args} changed the incumbent"
+    ad_hoc_apply = subprocess.run(cli("apply"), env=env, capture_output=True).stderr.decode()
+    assert "ad hoc" in ad_hoc_apply and "wfbench evolve" in ad_hoc_apply, ad_hoc_apply
+    refused_g = subprocess.run(
+        cli("decide", "--tasks", str(root), "--generation", "g0002"), env=env, capture_output=True
+    )
+    assert refused_g.returncode == 2 and b"g0002 is unfinished" in refused_g.stderr
+
+    # Resumed, g0002 decides on its own cells; that promote (generation-backed) is applied.
+    resumed = subprocess.run(
+        cli("evolve", "--tasks", str(root), "--json"), env=env, capture_output=True
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
+    assert json.loads(resumed.stdout)["decision"] == "promote"
+    assert_decided_on_own_evidence(art, "g0002")
+    entry, doc = latest_decision(art)
+    assert (entry.generation, entry.kind, doc.kind) == ("g0002", "generation", "generation")
+    applied = subprocess.run(cli("apply"), env=env, capture_output=True)
+    assert applied.returncode == 0, applied.stderr.decode()[-2000:]
+    assert skill_tree(root / "skills")["plan/SKILL.md"].endswith(b"Budget.\n"), "c2 applied"
+
+
+def ui_decision(root: Path, art: Path, env: dict[str, str]) -> None:
+    """Materialize ``promotion_decision`` alone, as the UI's Materialize button does."""
+    import dagster as dg
+
+    from bench_assets.defs.resources import BenchResource
+    from bench_assets.driver.instance import materialize
+    from bench_assets.driver.runqueue import assets_by_name
+
+    instance = dg.DagsterInstance.from_config(env.get("DAGSTER_HOME") or os.environ["DAGSTER_HOME"])
+    try:
+        materialize(
+            instance,
+            assets_by_name(str(root), ("promotion_decision",)),
+            {"bench": BenchResource(tasks_dir=str(root), artifact_root=str(art))},
+        )
+    finally:
+        instance.dispose()
+
+
+FAULTS = Path(__file__).parent / "faults"
+"""``sitecustomize.py`` injecting faults into every Python process of a test (see there)."""
+
+
+def disk_full_env(env: dict[str, str], task: str, cell: str, flag: Path) -> dict[str, str]:
+    """``env`` in which building ``task cell``'s worktree fails with ENOSPC while ``flag`` exists
+    (in the ``wfbench`` process and in every run worker it starts)."""
+    path = os.pathsep.join(p for p in (str(FAULTS), env.get("PYTHONPATH", "")) if p)
+    return {**env, "PYTHONPATH": path, "WFBENCH_TEST_DISK_FULL": f"{task} {cell} {flag}"}
+
+
+def g0002_records(art: Path, task: str, cell: str) -> list:  # type: ignore[type-arg]
+    """The records g0002 paid for one cell, oldest first."""
+    out = []
+    for path in sorted((art / "cells" / task / cell).glob("*/record.json")):
+        rec = load_record(path)
+        if rec.generation == "g0002":
+            out.append(rec)
+    return out
+
+
+def progress_counts(stderr: str) -> list[tuple[int, int]]:
+    """Every ``[done/total]`` of an ``evolve``'s progress lines."""
+    return [(int(a), int(b)) for a, b in re.findall(r"\[(\d+)/(\d+)\]", stderr)]
+
+
+@BOTH_PATHS
+def test_a_full_disk_on_one_cell_then_a_kill_the_resumed_generation_re_pays_it(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Issue 29: the disk holding the worktrees is full, so one candidate cell records
+    ``infra-error``; the generation is killed before its retry is paid. The resumed ``evolve``
+    re-pays the cell (its retries survived the crash) and the decision can promote; the progress
+    never counts past its total."""
+    root, art = promoting_bench(tmp_path), tmp_path / "art"
+    first = subprocess.run(cli("evolve", "--tasks", str(root)), env=env, capture_output=True)
+    assert first.returncode == 0, first.stderr.decode()[-2000:]
+    flag = tmp_path / "disk-is-full"
+    flag.touch()
+    full = disk_full_env(env, "alpha", "cand.r0", flag)
+
+    def recorded_then_next_cell() -> bool:
+        """The infra-error is recorded (Dagster too: the next cell has started)."""
+        failed = [r for r in g0002_records(art, "alpha", "cand.r0") if r.error_kind]
+        return bool(failed) and any((art / "work").glob("*"))
+
+    killed = run_until(cli("evolve", "--tasks", str(root)), full, recorded_then_next_cell)
+    assert killed == -signal.SIGKILL
+    failed = g0002_records(art, "alpha", "cand.r0")[0]
+    assert failed.error_kind == "infra-error" and "No space left on device" in failed.error_detail
+    assert [g for g, _ in decisions(art)] == ["g0001"]
+    flag.unlink()  # space freed
+    resumed = subprocess.run(
+        cli("evolve", "--tasks", str(root), "--json"), env=full, capture_output=True
+    )
+    err = resumed.stderr.decode()
+    assert resumed.returncode == 0, err[-2000:]
+    assert json.loads(resumed.stdout)["decision"] == "promote", err[-2000:]
+    assert re.search(r"alpha cand\.r0: infra-error before the interruption; retry [12] of 2", err)
+    assert all(done <= total for done, total in progress_counts(err)), progress_counts(err)
+    *attempts, paid = g0002_records(art, "alpha", "cand.r0")
+    assert attempts[0] == failed and paid.error_kind is None, "re-paid, and resolved"
+    assert len(attempts) <= 2, "within policy.retries (2)"
+    doc = decision_of(art, "g0002")
+    lin = doc.lineage_of("alpha", "cand", 0)
+    assert lin is not None and lin.data_version == paid.data_version
+    assert_decided_on_own_evidence(art, "g0002")
+
+
+def test_a_retry_counts_as_a_retry_not_as_a_cell_past_the_total(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """A systemic failure re-paid within the generation: ``[done/total]`` never passes its total
+    (it read ``[80/78]`` with retries), and the line says retried."""
+    root = promoting_bench(tmp_path)
+    flag = tmp_path / "disk-is-full"
+    flag.touch()
+    full = disk_full_env(env, "beta", "workflow.r0", flag)
+    res = subprocess.run(cli("evolve", "--tasks", str(root)), env=full, capture_output=True)
+    err = res.stderr.decode()
+    assert res.returncode == 0, err[-2000:]
+    counts = progress_counts(err)
+    assert counts and all(done <= total for done, total in counts), counts
+    assert counts[-1] == (6, 6), counts
+    assert "beta workflow.r0: infra-error; retry 1 of 2" in err and "retry 2 of 2" in err
+    assert "2 retried" in err, err[-2000:]
+
+
+def cell_run_pids(home: Path, generation: str) -> dict[str, int]:
+    """Run id -> worker pid of the generation's cell runs that are running now."""
+    import dagster as dg
+
+    out = {}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs(
+            filters=dg.RunsFilter(
+                statuses=[dg.DagsterRunStatus.STARTED], tags={"wfbench/generation": generation}
+            )
+        )
+        for run in runs:
+            if "dagster/partition/cell" not in run.tags:
+                continue
+            for event in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+                found = re.search(r"Started process for run \(pid: (\d+)\)", event.message)
+                if found:
+                    out[run.run_id] = int(found.group(1))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["queue"], indirect=True)
+def test_kill_9_of_a_cell_run_is_re_paid_and_the_generation_decides(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The run-queue path: one cell's run worker is killed with SIGKILL while it runs. Its code
+    server fails the run, the generation re-pays the cell as a systemic failure, decides on
+    its own cells, and pays no other cell twice."""
+    root, art = promoting_bench(tmp_path), tmp_path / "art"
+    home = Path(env["DAGSTER_HOME"])
+    proc = subprocess.Popen(
+        cli("evolve", "--tasks", str(root), "--json"),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    killed: dict[str, int] = {}
+    deadline = time.monotonic() + 600
+    while not killed and proc.poll() is None and time.monotonic() < deadline:
+        killed = cell_run_pids(home, "g0001")
+        time.sleep(0.2)
+    assert killed, "no cell run was seen running"
+    run_id, pid = next(iter(killed.items()))
+    os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    assert json.loads(out)["decision"] == "promote"
+    assert "retry 1 of 2" in err.decode(), err.decode()[-3000:]
+    assert all(n == 1 for n in records_by_generation(art).values())
+    assert len(records_by_generation(art)) == 6, "every cell paid, the killed one once more"
+    assert_decided_on_own_evidence(art, "g0001")
+    with __import__("dagster").DagsterInstance.from_config(str(home)) as instance:
+        run = instance.get_run_by_id(run_id)
+        assert run is not None and run.status.value == "FAILURE"
 
 
 def test_a_second_writer_exits_2_naming_the_first(
@@ -223,7 +536,14 @@ def aggregate_files(art: Path) -> int:
     return len(list((art / "aggregates").glob("*/*.json")))
 
 
-@pytest.mark.parametrize("point", ["30%", "80%", "during a cell", "during the decision"])
+@pytest.mark.parametrize(
+    ("env", "point"),
+    [
+        *(("in-process", p) for p in ("30%", "80%", "during a cell", "during the decision")),
+        pytest.param("queue", "during a cell", marks=pytest.mark.slow),
+    ],
+    indirect=["env"],
+)
 def test_kill_9_then_evolve_pays_nothing_twice_and_decides_on_own_cells(
     tmp_path: Path, env: dict[str, str], point: str
 ) -> None:
@@ -291,7 +611,15 @@ def test_a_truncated_record_is_paid_again_and_named_not_a_traceback(
         load_record(path)
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM with SIGINT ignored"])
+@pytest.mark.parametrize(
+    ("env", "how"),
+    [
+        ("in-process", "SIGINT"),
+        ("in-process", "SIGTERM with SIGINT ignored"),
+        pytest.param("queue", "SIGINT", marks=pytest.mark.slow),
+    ],
+    indirect=["env"],
+)
 def test_cancel_stops_at_once_with_one_line_and_exit_130(
     tmp_path: Path, env: dict[str, str], how: str
 ) -> None:
@@ -540,3 +868,32 @@ def test_runs_a_dead_driver_left_behind_are_ended_on_the_next_start(tmp_path: Pa
         left = instance.get_run_by_id(untagged.run_id)
         assert left is not None and left.status == dg.DagsterRunStatus.NOT_STARTED
         assert said == ["ended 3 run(s) left by an interrupted generation"]
+
+
+def test_pool_slots_a_killed_run_held_are_freed_on_the_next_start() -> None:
+    """A run killed with its process never releases its ``agent_sessions`` slot; marked failed,
+    it still held it, and a resumed generation with a pool of 1 waited forever for it."""
+    import dagster as dg
+    from dagster._core.storage.dagster_run import DagsterRun
+
+    from bench_assets.driver.transaction import GEN_TAG, clear_orphans
+
+    with dg.instance_for_test() as instance:
+        storage = instance.event_log_storage
+        storage.set_concurrency_slots("agent_sessions", 1)
+        killed = DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED)
+        killed = killed.with_tags({GEN_TAG: "g0002"})
+        instance.add_run(killed)
+        assert storage.claim_concurrency_slot("agent_sessions", killed.run_id, "cells").is_claimed
+        live = DagsterRun(job_name="__ASSET_JOB", status=dg.DagsterRunStatus.STARTED)
+        instance.add_run(live)  # a UI launch, running: its claim (pending) is left alone
+        storage.claim_concurrency_slot("agent_sessions", live.run_id, "cells")
+        said: list[str] = []
+        clear_orphans(instance, said.append)
+        assert storage.get_concurrency_info("agent_sessions").active_run_ids == set()
+        again = storage.claim_concurrency_slot("agent_sessions", live.run_id, "cells")
+        assert again.is_claimed, "the killed run's slot is free for the live one"
+        assert said == [
+            "ended 1 run(s) left by an interrupted generation",
+            "freed the pool slots 1 ended run(s) still held",
+        ]

@@ -821,3 +821,53 @@ def test_kind_and_schema_must_agree(
     path = tmp_path / "l.jsonl"
     path.write_text(canonical_json(obj) + "\n")
     assert_bad(path, 1, 1, f"not a ledger entry (bad fields: {why}")
+
+
+def test_a_schema_1_decision_document_still_loads_and_schema_2_needs_its_kind(
+    tmp_path: Path,
+) -> None:
+    """decision.json written before ``kind``/``refused`` (schema 1) is read as before (explain,
+    apply); a schema-2 document without its kind is not a decision document."""
+    import datetime as dt
+
+    from bench_assets import gate
+    from bench_assets.documents import DecisionDocument, load_decision
+    from bench_assets.errors import InputError
+    from bench_assets.models import PolicyConfig
+
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    decision = gate.decide(
+        gate.GateInput(
+            policy=PolicyConfig(),
+            model="m",
+            incumbent_arm="workflow",
+            candidate_arm="cand",
+            tasks=[],
+            outcomes=[],
+            aborted=False,
+            now=now,
+            max_age_days=90,
+        )
+    )
+    body = DecisionDocument(
+        kind="ad_hoc",
+        generation=None,
+        candidate="c1",
+        overlay_digest="0" * 64,
+        incumbent_skills_digest="1" * 64,
+        overlay_files="/o",
+        skills_dir="/s",
+        target_base_digests={},
+        decision=decision,
+        lineage=[],
+    ).model_dump(mode="json")
+    legacy = {k: v for k, v in body.items() if k not in ("kind", "refused")}
+    for generation, basis in (("g0003", "generation"), (None, "ad_hoc")):
+        path = tmp_path / f"{generation}.json"
+        path.write_text(json.dumps({**legacy, "decision_schema": 1, "generation": generation}))
+        doc = load_decision(path)
+        assert (doc.decision_schema, doc.kind, doc.basis) == (1, None, basis)
+    path = tmp_path / "no-kind.json"
+    path.write_text(json.dumps({**legacy, "decision_schema": 2}))
+    with pytest.raises(InputError, match="not a valid decision document"):
+        load_decision(path)

@@ -146,6 +146,7 @@ def _decision_doc(reasons: list[str]) -> DecisionDocument:
         )
     ).model_copy(update={"reasons": reasons})
     return DecisionDocument(
+        kind="generation",
         generation="g0001",
         candidate="c1",
         overlay_digest="0" * 64,

@@ -156,7 +156,6 @@ def _decision_doc(reasons: list[str]) -> DecisionDocument:
         target_base_digests={},
         decision=decision,
         lineage=[],
-        kind="generation",
     )
 
 

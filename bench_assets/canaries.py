@@ -62,6 +62,10 @@ cookie is handled, a UTF-8 BOM included, and CRLF or CR line endings are kept; t
 ASCII plus text copied from the same file). Every planted module is parsed again and checked: its
 syntax tree without the canaries is the original's and each canary is exactly the intended copy;
 if not, only a standalone canary at the end is planted, and if even that does not check, nothing.
+
+Why one file over 1,000 lines: planting, the soundness rules and the re-parse check that every
+canary is exactly the intended copy are one algorithm over one syntax tree; split, a rule could
+change on one side without the check on the other.
 """
 
 import ast

@@ -116,6 +116,9 @@ while both cores are saturated): the watch takes 10-15 ms, the freeze 1-3 ms, th
 checks 10-25 ms (the garbage collector is paused while they run), each test tens of
 microseconds.
 
+Why one file over 1,000 lines: it is copied alone into the sandbox and may import nothing of
+``bench_assets``, so every check it makes has to live here.
+
 Not covered: code written against this runner *specifically* — finding the reporter in memory to
 read its nonce and write a report of its own (then exiting), clearing what it found, or replacing
 the function that writes the end line (its default argument) — and anything done and undone

@@ -288,6 +288,17 @@ def test_after_a_kill_no_decide_or_apply_rests_on_another_overlays_cells(
     foreign = [k for k, why in refused.items() if "another identity (generation g0001" in why]
     assert foreign and len(foreign) == len(refused), refused
     assert b"refused" in adhoc.stdout, "decide says how many cells were not evidence"
+    # An attack of the same family: the arms' identity changed (another model) since any cell
+    # was paid. No record is evidence of the arm as it is now.
+    bench_yaml = (root / "bench.yaml").read_text()
+    model = yaml.safe_load(bench_yaml)["model"]
+    (root / "bench.yaml").write_text(bench_yaml.replace(model, "claude-opus-4-1-20250805"))
+    other = subprocess.run(cli("decide", "--tasks", str(root)), env=env, capture_output=True)
+    (root / "bench.yaml").write_text(bench_yaml)
+    assert other.returncode == 0, other.stderr.decode()[-2000:]
+    _, doc = latest_decision(art)
+    assert doc.decision.evidence == [] and doc.verdict == "insufficient_evidence"
+    assert all("another identity" in r.reason for r in doc.refused) and len(doc.refused) == 6
     for args in (("apply",), ("apply", "--generation", "g0002")):
         res = subprocess.run(cli(*args), env=env, capture_output=True)
         assert res.returncode == 2, (args, res.stdout.decode(), res.stderr.decode())
@@ -308,9 +319,42 @@ def test_after_a_kill_no_decide_or_apply_rests_on_another_overlays_cells(
     assert_decided_on_own_evidence(art, "g0002")
     entry, doc = latest_decision(art)
     assert (entry.generation, entry.kind, doc.kind) == ("g0002", "generation", "generation")
+    # Two attacks on apply's own checks, each undone after it is refused: the decision document
+    # edited after the ledger recorded it, and a cited candidate record swapped for c1's.
+    path = Path(entry.payload["decision_path"])
+    cited = doc.lineage_of("alpha", "cand", 0)
+    assert cited is not None and cited.generation == "g0002"
+    mine = next(
+        r
+        for r in (art / "cells" / "alpha" / "cand.r0").glob("*/record.json")
+        if load_record(r).data_version == cited.data_version
+    )
+    theirs = next(
+        r
+        for r in (art / "cells" / "alpha" / "cand.r0").glob("*/record.json")
+        if load_record(r).generation == "g0001"
+    )
+    for target, forged, says in (
+        (path, forged_reason(path), "edited since"),
+        (mine, theirs.read_text(), "evidence cell alpha cand.r0 does not verify"),
+    ):
+        original = target.read_text()
+        target.chmod(0o644)
+        target.write_text(forged)
+        res = subprocess.run(cli("apply"), env=env, capture_output=True)
+        assert res.returncode == 2 and says in res.stderr.decode(), res.stderr.decode()
+        assert skill_tree(root / "skills") == before
+        target.write_text(original)
     applied = subprocess.run(cli("apply"), env=env, capture_output=True)
     assert applied.returncode == 0, applied.stderr.decode()[-2000:]
     assert skill_tree(root / "skills")["plan/SKILL.md"].endswith(b"Budget.\n"), "c2 applied"
+
+
+def forged_reason(path: Path) -> str:
+    """A decision document with one more reason: still a valid document, not the recorded one."""
+    body = json.loads(path.read_text())
+    body["decision"]["reasons"].append("forged after the decision")
+    return json.dumps(body)
 
 
 def ui_decision(root: Path, art: Path, env: dict[str, str]) -> None:

@@ -118,8 +118,10 @@ def _split_canaries(
 ) -> tuple[Report, list[tuple[str, Outcome]]]:
     """The report without the canaries' lines, and the canaries' own (id, outcome) lines."""
     ids = [c.id for c in planted]
-    mine = [(i, o) for i, o in rep.tests if any(matches_test_id(c, i) for c in ids)]
-    real = [(i, o) for i, o in rep.tests if not any(matches_test_id(c, i) for c in ids)]
+    mine: list[tuple[str, Outcome]] = []
+    real: list[tuple[str, Outcome]] = []
+    for line in rep.tests:
+        (mine if any(matches_test_id(c, line[0]) for c in ids) else real).append(line)
     return replace(rep, tests=real), mine
 
 

@@ -253,6 +253,8 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
         )
     if spec.review is not None:
         _check_review_labels(c, task)
+    elif spec.skill_eval is not None:
+        _check_skill_eval(c, task)
     else:
         _check_expected_tests(c, task)
     repo = task.repo_dir
@@ -304,6 +306,21 @@ def _check_review_labels(c: _Collector, task: Task) -> None:
         parse_labels((task.oracle_dir / name).read_bytes())
     except ReviewArtifactInvalid as e:
         c.add(task.file, "review.labels", f"labels file {name!r}: {e}")
+
+
+def _check_skill_eval(c: _Collector, task: Task) -> None:
+    """Skill-eval cases are graded by their hidden graders file: it must parse before any cell."""
+    from bench_assets.errors import InputError
+    from bench_assets.skill_eval import parse_grading
+
+    assert task.spec.skill_eval is not None
+    name = task.spec.skill_eval.grading
+    if _oracle_file_problem(task.oracle_dir, name)[0] is not None:
+        return  # already reported
+    try:
+        parse_grading((task.oracle_dir / name).read_bytes(), f"oracle/{name}")
+    except InputError as e:
+        c.add(task.file, "skill_eval.grading", str(e))
 
 
 def _check_expected_tests(c: _Collector, task: Task) -> None:

@@ -50,6 +50,8 @@ from bench_assets.redact import Redactor
 from bench_assets.review_cells import REVIEW_CONTRACT, ReviewGrade, grade_review, new_output_dir
 from bench_assets.runner import PhaseResult
 from bench_assets.sanitize import Template
+from bench_assets.skill_eval_cell import grade_skill_eval, skill_error_kind
+from bench_assets.skill_graders import RunGrade
 from bench_assets.skills import SkillsSnapshot
 from bench_assets.store import ArtifactStore
 from bench_assets.worktree import CellWorktree, prepare
@@ -286,6 +288,8 @@ def run_cell(
     session: SessionResult | None = None
     phase_records: list[PhaseRecord] = []
     review: ReviewGrade | None = None
+    skill_run: RunGrade | None = None
+    skill_detail = ""
     grade: Grade | None = None
     detail = ""
     wt: CellWorktree | None = None
@@ -352,7 +356,17 @@ def run_cell(
         timings["session_s"] = time.monotonic() - t0
         timings["agent_process_s"] = session.wall_s
         t0 = time.monotonic()
-        if review_dir is not None:
+        if task.spec.skill_eval is not None:
+            grade, skill_run, skill_detail = grade_skill_eval(
+                wt,
+                inputs.oracle_payloads.get(task.spec.skill_eval.grading),
+                session.transcript,
+                scratch=work / "capture",
+                with_plugin=arm.skills != "none",
+                session_kind=session.error_kind,
+                session_detail=session.error_detail,
+            )
+        elif review_dir is not None:
             assert task.spec.review is not None
             if session.ok:
                 labels = inputs.oracle_payloads.get(task.spec.review.labels)
@@ -383,7 +397,10 @@ def run_cell(
     except (WfbenchError, OSError) as e:
         detail = f"{type(e).__name__}: {e}"
     kind = _error_kind(session, grade)
-    if review is not None:
+    if task.spec.skill_eval is not None and session is not None and grade is not None:
+        kind = skill_error_kind(session.ok, session.error_kind, grade, skill_run)
+        detail = detail or session.error_detail or skill_detail
+    elif review is not None:
         kind, detail = review.error_kind, review.detail
     elif session is not None and session.error_detail:
         detail = session.error_detail
@@ -485,6 +502,11 @@ def run_cell(
         review=review.score if review is not None else None,
         review_evidence_valid=review.valid if review is not None else None,
         review_artifact=review_artifact,
+        skill_eval=(
+            RunGrade.model_validate(redactor.deep(skill_run.model_dump(mode="json")))
+            if skill_run is not None
+            else None
+        ),
     )
     return record, write_record(folder, record)
 

@@ -314,6 +314,40 @@ class EnvironmentSpec(_Strict):
         return v
 
 
+class SkillEvalSpec(_Strict):
+    """An imported skill-eval case (``claude plugin eval`` / skill-creator): graded by the hidden
+    graders of ``oracle/<grading>`` (:mod:`bench_assets.skill_eval`), not by verify and a pytest
+    oracle. The run settings the case declares are kept as they were written."""
+
+    grading: str
+    """Name of the graders file among ``oracle.files`` (``skill_eval.json``)."""
+    source: Literal["claude-plugin-eval", "skill-creator"]
+    case: str
+    """The case's name (plugin eval) or id (skill-creator)."""
+    runs: int | None = Field(default=None, ge=1, le=50)
+    max_turns: int | None = Field(default=None, ge=1, le=200)
+    allowed_tools: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None
+    append_system_prompt: str | None = None
+    description: str | None = None
+    expected_outcome: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("grading")
+    @classmethod
+    def _check_grading(cls, v: str) -> str:
+        return safe_relative_path(v, "skill_eval grading file")
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(k for k in v if not re.match(r"^EVAL_[A-Z0-9_]*$", k))
+        if bad:
+            raise ValueError(f"env keys must match EVAL_[A-Z0-9_]*: {', '.join(bad)}")
+        return v
+
+
 class TaskSpec(_Strict):
     """One benchmark problem: ``tasks/<id>/task.yaml``."""
 
@@ -358,6 +392,9 @@ class TaskSpec(_Strict):
     review: ReviewSpec | None = None
     environment: EnvironmentSpec | None = None
     """Third-party packages the task needs (see :class:`EnvironmentSpec`); none by default."""
+    skill_eval: SkillEvalSpec | None = None
+    """An imported skill-eval case: graded by hidden transcript graders (see
+    :class:`SkillEvalSpec`); ``verify`` and the oracle are not run."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
@@ -403,6 +440,13 @@ class TaskSpec(_Strict):
             _nonblank(self.ref, "ref")
         if self.review is not None and self.review.labels not in self.oracle.files:
             raise ValueError(f"review.labels {self.review.labels!r} is not among oracle.files")
+        if self.skill_eval is not None:
+            if self.skill_eval.grading not in self.oracle.files:
+                raise ValueError(
+                    f"skill_eval.grading {self.skill_eval.grading!r} is not among oracle.files"
+                )
+            if self.review is not None:
+                raise ValueError("a task is a review task or a skill-eval case, not both")
         return self
 
     @property

@@ -98,7 +98,9 @@ def grade_skill_eval(
     )
     grade.oracle_passed = run.resolved
     detail = ""
-    if run.session_error is None and not run.resolved:
+    if run.session_error is not None:
+        detail = f"session error, not graded: {run.session_error}"
+    elif not run.resolved:
         score = "unknown" if run.score is None else f"{run.score:g}"
         failed = [o.name for o in run.graders if o.scored and o.passed is not True]
         detail = (

@@ -44,7 +44,7 @@ from pydantic import ValidationError
 
 from bench_assets.errors import InputError
 from bench_assets.fsutil import atomic_write_bytes
-from bench_assets.models import TASK_ID_RE, TaskSpec
+from bench_assets.models import CLAUDE_CODE_VERSION, TASK_ID_RE, TaskSpec
 from bench_assets.skill_eval import GRADING_FILE, SkillEvalGrading
 from bench_assets.swebench import ImportedTask, _diff, _existing
 
@@ -565,6 +565,7 @@ def ensure_bench(tasks: Path, model: str = "claude-sonnet-4-5-20250929") -> Path
             "with_plugin": {"agent": {"adapter": "claude-code"}, "skills": "incumbent"},
             "without_plugin": {"agent": {"adapter": "claude-code"}, "skills": "none"},
         },
+        "agents": {"claude_code": {"version": CLAUDE_CODE_VERSION}},
     }
     header = "# Written by `wfbench import` for a fresh folder: with and without the plugin.\n"
     return atomic_write_text(bench, header + yaml.safe_dump(doc, sort_keys=False))

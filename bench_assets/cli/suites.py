@@ -154,3 +154,69 @@ def _records(tasks_dir: Path, generation: str) -> list["CellRecord"]:
             EXIT_INVALID,
         )
     return out
+
+
+# --- skill-eval suites (issue 26): `import claude-plugin-eval`, `import skill-creator` ---------
+
+
+def _print_imported(results: list, tasks_dir: Path, quiet: bool) -> None:
+    for r in results:
+        click.echo(f"{r.status:<9} {r.instance_id}")
+        if r.diff and not quiet:
+            click.echo(r.diff, nl=False)
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "changed")}
+    unchanged = len(results) - sum(counts.values())
+    click.echo(
+        f"{len(results)} item(s): {counts['created']} created, {counts['changed']} changed, "
+        f"{unchanged} unchanged in {tasks_dir}"
+    )
+
+
+@import_group.command(name="claude-plugin-eval")
+@click.argument("plugin_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@tasks_option
+@click.option("--quiet", is_flag=True, help="Do not print the diff of changed cases.")
+def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) -> None:
+    """Import a plugin's `claude plugin eval` suite (PLUGIN_DIR/evals/**) as task folders.
+
+    Each case (a folder with prompt.md and/or case.yaml) becomes TASKS/<plugin>.<case>/: its
+    prompt; its runs, max_turns, timeout, allowed tools, env and model in task.yaml's skill_eval
+    section; the starting tree built once by its scaffold_script inside the sandbox; its graders
+    (regex, tool_used, tool_order, file_exists, llm, baseline) as the task's HIDDEN grading
+    (oracle/skill_eval.json), which the agent never sees. The plugin's skills/ become the
+    incumbent skills (TASKS/skills/). A field wfbench cannot honour (history_file, add_dirs,
+    MCP mocks, mock_calls, an unknown key) is refused with the file and field named. Re-importing
+    is idempotent; a changed case prints its diff. A fresh TASKS folder gets a bench.yaml with
+    with_plugin / without_plugin arms.
+    """
+    from bench_assets.skill_eval_import import ensure_bench, import_plugin
+
+    tasks_dir.mkdir(parents=True, exist_ok=True)
+    results = import_plugin(plugin_dir, tasks_dir)
+    made = ensure_bench(tasks_dir)
+    if made is not None:
+        progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
+    _print_imported(results, tasks_dir, quiet)
+
+
+@import_group.command(name="skill-creator")
+@click.argument("evals_json", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@tasks_option
+@click.option("--quiet", is_flag=True, help="Do not print the diff of changed cases.")
+def import_skill_creator_cmd(evals_json: Path, tasks_dir: Path, quiet: bool) -> None:
+    """Import a skill-creator / agentskills.io evals/evals.json as task folders.
+
+    Each eval becomes TASKS/<skill_name>.<id>/: its prompt, its files (relative to the skill
+    root) in the starting tree, its assertions (or expectations: both spellings) as hidden llm
+    judge graders ({type: contains|not_contains, value} items as regex graders); an eval without
+    either is judged on its expected_output. The skill folder (the one holding evals/) becomes
+    the incumbent skill. Unknown fields are refused with the file and field named.
+    """
+    from bench_assets.skill_eval_import import ensure_bench, import_skill_creator
+
+    tasks_dir.mkdir(parents=True, exist_ok=True)
+    results = import_skill_creator(evals_json, tasks_dir)
+    made = ensure_bench(tasks_dir)
+    if made is not None:
+        progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
+    _print_imported(results, tasks_dir, quiet)

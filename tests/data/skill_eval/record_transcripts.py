@@ -114,6 +114,28 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
+def git_patch(before: dict[str, str], after: dict[str, str]) -> str:
+    """The git patch that turns the ``before`` tree into ``after`` (what a replay applies)."""
+    from bench_assets.gitrepo import git
+
+    with tempfile.TemporaryDirectory(prefix="wfbench-skill-patch-") as tmp:
+        root = Path(tmp)
+        git(["init", "-q"], cwd=root)
+        for rel, body in before.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(body)
+        git(["add", "-A"], cwd=root)
+        git(
+            ["-c", "user.name=r", "-c", "user.email=r@r", "commit", "-qm", "seed", "--allow-empty"],
+            cwd=root,
+        )
+        for rel, body in after.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(body)
+        git(["add", "-A"], cwd=root)
+        return git(["diff", "--cached", "--binary"], cwd=root).stdout.decode()
+
+
 def record(name: str, cli_version: str = CLAUDE_CODE_VERSION) -> tuple[bytes, dict[str, Any]]:
     """Run one scenario through the real CLI; its transcript and final tree."""
     sc = SCENARIOS[name]
@@ -155,7 +177,9 @@ def record(name: str, cli_version: str = CLAUDE_CODE_VERSION) -> tuple[bytes, di
             for p in sorted(work.rglob("*"))
             if p.is_file() and ".claude" not in p.relative_to(work).parts
         }
+        seeded = SEED if sc["seed"] else {}
         tree = {
+            "patch": git_patch(seeded, files),
             "created": sorted(set(files) - before),
             "files": files,
             "session_ok": res.ok,
@@ -163,6 +187,15 @@ def record(name: str, cli_version: str = CLAUDE_CODE_VERSION) -> tuple[bytes, di
             "cli_version": res.agent_version,
         }
         return res.transcript or b"", tree
+
+
+def add_patches() -> None:
+    """Re-derive every recorded tree's patch (no CLI run)."""
+    for path in sorted(OUT.glob("*.tree.json")):
+        tree = json.loads(path.read_text())
+        seeded = SEED if SCENARIOS[path.name.split(".")[0]]["seed"] else {}
+        tree["patch"] = git_patch(seeded, tree["files"])
+        path.write_text(json.dumps(tree, indent=2, sort_keys=True) + "\n")
 
 
 def main(names: list[str]) -> None:
@@ -178,4 +211,7 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:] == ["--patches"]:
+        add_patches()
+    else:
+        main(sys.argv[1:])

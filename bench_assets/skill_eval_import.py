@@ -179,41 +179,43 @@ def _grader_from_md(path: Path) -> dict[str, Any]:
     return g
 
 
-def _resolve_graders(raw: list[Any], case_dir: Path, where: Path) -> list[dict[str, Any]]:
+def _resolve_graders(raw: list[tuple[Any, Path]], case_dir: Path) -> list[dict[str, Any]]:
     out = []
-    for i, g in enumerate(raw):
+    for i, (g, where) in enumerate(raw):
         if not isinstance(g, dict):
             raise InputError(f"{where}: field 'graders.{i}': must be a mapping")
         g = dict(g)
+        label = f"{where}: field 'graders.{g.get('name')}"
         for key in ("target", "focus"):
             if g.get(key) == "mock_calls":
                 raise InputError(
-                    f"{where}: grader {g.get('name')!r}: field '{key}': mock_calls needs MCP "
-                    "mocks, which wfbench does not run"
+                    f"{label}.{key}': mock_calls needs MCP mocks, which wfbench does not run"
                 )
         if g.get("type") == "baseline":
             ref = g.get("baseline_file")
             if not isinstance(ref, str) or ".." in ref.split("/") or ref.startswith("/"):
-                raise InputError(f"{where}: grader {g.get('name')!r}: field 'baseline_file'")
+                raise InputError(f"{label}.baseline_file': a file in the case folder")
             try:
                 g["baseline_transcript"] = (case_dir / ref).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as e:
-                raise InputError(
-                    f"{where}: grader {g.get('name')!r}: field 'baseline_file': {e}"
-                ) from None
+                raise InputError(f"{label}.baseline_file': {e}") from None
         out.append(g)
     return out
 
 
-def _grading(doc: dict[str, Any], where: Path) -> SkillEvalGrading:
+def _grading(
+    doc: dict[str, Any], where: Path, sources: list[Path] | None = None
+) -> SkillEvalGrading:
     try:
         return SkillEvalGrading.model_validate(doc)
     except ValidationError as e:
         err = e.errors()[0]
         loc = [str(p) for p in err["loc"]]
         if loc[:1] == ["graders"] and len(loc) > 1 and loc[1].isdigit():
-            name = doc["graders"][int(loc[1])].get("name")
-            loc = [f"graders.{name}", *loc[3:]]  # drop the discriminator tag
+            i = int(loc[1])
+            if sources is not None:
+                where = sources[i]
+            loc = [f"graders.{doc['graders'][i].get('name')}", *loc[3:]]  # drop the type tag
         raise InputError(f"{where}: field '{'.'.join(loc)}': {err['msg']}") from None
 
 
@@ -240,10 +242,12 @@ def _run_settings(case: dict[str, Any], where: Path) -> dict[str, Any]:
     return out
 
 
-def load_case(case_dir: Path, plugin: Path) -> tuple[dict[str, Any], str, list[Any], str | None]:
-    """(merged case fields, prompt, raw graders, scaffold script path) of one case folder."""
+def load_case(
+    case_dir: Path, plugin: Path
+) -> tuple[dict[str, Any], str, list[tuple[Any, Path]], str | None]:
+    """(merged case fields, prompt, raw graders with their file, scaffold script) of one case."""
     case: dict[str, Any] = {}
-    graders: list[Any] = []
+    graders: list[tuple[Any, Path]] = []
     scaffold = None
     prompt = None
     cy = case_dir / "case.yaml"
@@ -261,7 +265,7 @@ def load_case(case_dir: Path, plugin: Path) -> tuple[dict[str, Any], str, list[A
         prompt = execution.pop("prompt", None) if isinstance(execution, dict) else None
         case.update(execution)
         scaffold = context.get("scaffold_script")
-        graders += list(doc.get("graders") or [])
+        graders += [(g, cy) for g in doc.get("graders") or []]
     pm = case_dir / "prompt.md"
     if pm.is_file():
         meta, body = _frontmatter(pm)
@@ -275,7 +279,7 @@ def load_case(case_dir: Path, plugin: Path) -> tuple[dict[str, Any], str, list[A
         raise InputError(f"{case_dir}/mocks: MCP mocks are not supported by wfbench")
     gdir = case_dir / "graders"
     if gdir.is_dir():
-        graders += [_grader_from_md(p) for p in sorted(gdir.glob("*.md"))]
+        graders += [(_grader_from_md(p), p) for p in sorted(gdir.glob("*.md"))]
     if not graders:
         raise InputError(f"{where}: field 'graders': a case needs at least one grader")
     case.setdefault("name", case_dir.name)
@@ -370,9 +374,10 @@ def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
             {
                 "source": "claude-plugin-eval",
                 "case": case["name"],
-                "graders": _resolve_graders(raw, case_dir, where),
+                "graders": _resolve_graders(raw, case_dir),
             },
             where,
+            [p for _, p in raw],
         )
         tree: dict[str, bytes] = {}
         if scaffold is not None:

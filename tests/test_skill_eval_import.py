@@ -1,0 +1,214 @@
+"""`wfbench import claude-plugin-eval` / `import skill-creator`, `validate`, and `grade` of
+predictions carrying the run's stream-json transcript (recorded from the real CLI)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from bench_assets.catalog import load_benchmark
+from bench_assets.cli import main
+from bench_assets.errors import InputError
+from bench_assets.skill_eval import SkillEvalGrading
+from bench_assets.skill_eval_import import import_plugin, import_skill_creator
+from tests.test_skill_eval_graders import PATCH_TO_NOTES, UNRELATED
+
+DATA = Path(__file__).parent / "data" / "skill_eval"
+PLUGIN = DATA / "plugins" / "relnotes"
+T = DATA / "transcripts"
+
+
+def cli(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+def failing(*args: str) -> str:
+    res = CliRunner().invoke(main, list(args))
+    assert res.exit_code != 0, res.output
+    return res.output + (str(res.exception) if res.exception else "")
+
+
+@pytest.fixture
+def plugin(tmp_path: Path) -> Path:
+    dest = tmp_path / "relnotes"
+    shutil.copytree(PLUGIN, dest)
+    return dest
+
+
+def hidden(tasks: Path, task: str) -> SkillEvalGrading:
+    return SkillEvalGrading.model_validate_json(
+        (tasks / task / "oracle/skill_eval.json").read_text()
+    )
+
+
+def test_a_plugin_suite_imports_validates_and_keeps_its_graders_hidden(
+    tmp_path: Path, plugin: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    out = cli("import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks))
+    assert "4 created" in out
+    assert "ok — 3 task(s), 2 arm(s)" in cli("validate", str(tasks))
+    bench = load_benchmark(tasks)
+    spec = bench.task("relnotes.patch-to-notes").spec
+    assert spec.skill_eval is not None and spec.repo == "inline"
+    se = spec.skill_eval
+    assert (se.runs, se.max_turns, se.env, spec.timeouts.session_s) == (
+        3, 14, {"EVAL_LOCALE": "en_GB"}, 240,
+    )  # fmt: skip
+    assert se.allowed_tools == ["Read", "Glob", "Grep", "Skill", "Write"]
+    assert spec.prompt.startswith("The patch since 4.1.0 is in inputs/delta.patch.")
+    # The scaffold ran once, in the sandbox: its files are the pinned starting tree.
+    repo = tasks / "relnotes.patch-to-notes" / "repo"
+    assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [
+        "RELEASE_NOTES.md",
+        "inputs/delta.patch",
+    ]
+    # Graders: in the oracle folder only (staged after the agent exits), defaults made explicit.
+    assert hidden(tasks, "relnotes.patch-to-notes") == PATCH_TO_NOTES.model_copy(
+        update={"graders": hidden(tasks, "relnotes.patch-to-notes").graders}
+    )
+    assert [g.model_dump(exclude={"note"}) for g in hidden(tasks, "relnotes.patch-to-notes").graders] == [
+        g.model_dump(exclude={"note"}) for g in PATCH_TO_NOTES.graders
+    ]  # fmt: skip
+    assert hidden(tasks, "relnotes.unrelated-question").graders == UNRELATED.graders
+    assert not any("graders" in str(p) for p in repo.rglob("*"))
+    assert (tasks / "skills" / "draft-release-notes" / "SKILL.md").is_file()
+
+
+def test_reimport_is_idempotent_and_a_changed_case_prints_its_diff(
+    tmp_path: Path, plugin: Path
+) -> None:
+    tasks = tmp_path / "tasks"
+    cli("import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks))
+    assert "0 created, 0 changed, 4 unchanged" in cli(
+        "import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks)
+    )
+    grader = plugin / "evals" / "patch-to-notes" / "graders" / "section-written.md"
+    grader.write_text(grader.read_text().replace("weight: 2", "weight: 3"))
+    out = cli("import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks))
+    assert "changed   relnotes.patch-to-notes" in out
+    assert '-      "weight": 2.0,' in out and '+      "weight": 3.0,' in out
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("patch-to-notes/prompt.md", "runs: 3", "runs: 3\nretries: 2"), "prompt.md: field 'retries'"),
+        (("patch-to-notes/case.yaml", "scaffold_script: seed.sh", "history_file: h.jsonl"),
+         "case.yaml: field 'context.history_file'"),
+        (("patch-to-notes/prompt.md", "EVAL_LOCALE", "LOCALE"), "field 'env.LOCALE'"),
+        (("patch-to-notes/graders/routed.md", "tool: Skill", "tool: Skill\ntarget: mock_calls"),
+         "routed.md: field 'graders.routed.target'"),
+        (("controls/unrelated-question/case.yaml", 'pattern: "teapot"', 'pattern: "(?i)teapot"'),
+         "Python-only regex"),
+    ],
+)  # fmt: skip
+def test_unsupported_fields_are_refused_naming_file_and_field(
+    tmp_path: Path, plugin: Path, edit: tuple[str, str, str], message: str
+) -> None:
+    rel, old, new = edit
+    path = plugin / "evals" / rel
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+    tasks = tmp_path / "tasks"
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        import_plugin(plugin, tasks)
+    assert not tasks.exists() or not any(tasks.iterdir())  # nothing written
+
+
+def test_mocks_and_a_case_without_graders_are_refused(tmp_path: Path, plugin: Path) -> None:
+    (plugin / "evals" / "patch-to-notes" / "mocks").mkdir()
+    with pytest.raises(InputError, match="mocks: MCP mocks are not supported"):
+        import_plugin(plugin, tmp_path / "t")
+    shutil.rmtree(plugin / "evals" / "patch-to-notes" / "mocks")
+    shutil.rmtree(plugin / "evals" / "patch-to-notes" / "graders")
+    with pytest.raises(InputError, match="field 'graders': a case needs at least one grader"):
+        import_plugin(plugin, tmp_path / "t")
+
+
+def test_skill_creator_evals_json_both_spellings(tmp_path: Path) -> None:
+    skill = tmp_path / "csv-tidy"
+    (skill / "evals" / "files").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: csv-tidy\ndescription: tidy CSVs\n---\nbody\n")
+    (skill / "evals" / "files" / "orders.csv").write_text("id,country\n1,\n1,\n")
+    doc = {
+        "skill_name": "csv-tidy",
+        "evals": [
+            {
+                "id": 1,
+                "prompt": "dedupe evals/files/orders.csv",
+                "expected_output": "A deduplicated CSV.",
+                "files": ["evals/files/orders.csv"],
+                "assertions": [
+                    "The reply states the number of duplicate rows removed",
+                    {"name": "says-rows", "type": "contains", "value": "rows (1)"},
+                ],
+            },
+            {"id": "two", "prompt": "convert", "expectations": ["A UTF-8 CSV is written"]},
+            {"id": 3, "prompt": "anything", "expected_output": "Keeps the header order."},
+        ],
+    }
+    evals = skill / "evals" / "evals.json"
+    evals.write_text(json.dumps(doc))
+    tasks = tmp_path / "tasks"
+    out = cli("import", "skill-creator", str(evals), "--tasks", str(tasks))
+    assert "4 created" in out, out
+    assert "ok — 3 task(s)" in cli("validate", str(tasks))
+    one = hidden(tasks, "csv-tidy.1")
+    assert [(g.type, g.name) for g in one.graders] == [
+        ("llm", "assertion-1"),
+        ("regex", "says-rows"),
+    ]
+    assert one.graders[1].pattern == r"rows\ \(1\)"  # type: ignore[union-attr]
+    assert one.ablation == "none"
+    assert [g.criteria for g in hidden(tasks, "csv-tidy.two").graders] == [  # type: ignore[union-attr]
+        "A UTF-8 CSV is written"
+    ]
+    assert hidden(tasks, "csv-tidy.3").graders[0].criteria == "Keeps the header order."  # type: ignore[union-attr]
+    assert (tasks / "csv-tidy.1" / "repo" / "evals" / "files" / "orders.csv").is_file()
+    assert (tasks / "skills" / "csv-tidy" / "SKILL.md").is_file()
+    assert not (tasks / "skills" / "csv-tidy" / "evals").exists()
+    doc["evals"][0]["category"] = "x"  # type: ignore[index]
+    evals.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"evals\.0: field 'category'"):
+        import_skill_creator(evals, tmp_path / "t2")
+
+
+def test_grade_predictions_with_recorded_transcripts(
+    tmp_path: Path, plugin: Path, artifact_root: Path
+) -> None:
+    """`wfbench grade` replays real-CLI runs: patch + stream-json transcript, per-grader --json."""
+    tasks = tmp_path / "tasks"
+    cli("import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks))
+    rows = []
+    for task, name, run in [
+        ("relnotes.patch-to-notes", "patch-with", 0),
+        ("relnotes.patch-to-notes", "crash", 1),
+        ("relnotes.unrelated-question", "teapot-skill", 0),
+    ]:
+        tree = json.loads((T / f"{name}.tree.json").read_text())
+        events = [json.loads(line) for line in (T / f"{name}.jsonl").read_text().splitlines()]
+        transcript = (T / f"{name}.jsonl").read_text() if run == 0 else events  # both shapes
+        rows.append({"instance_id": task, "run": run, "model_patch": tree["patch"],
+                     "transcript": transcript})  # fmt: skip
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = cli("grade", "--predictions", str(preds), "--tasks", str(tasks), "--skills",
+              "incumbent", "--json")  # fmt: skip
+    records = {(r["task"], r["run"]): r for r in map(json.loads, out.strip().splitlines())}
+    ok = records[("relnotes.patch-to-notes", 0)]
+    assert ok["resolved"] and ok["skill_eval"]["score"] == 1.0
+    assert {g["name"]: g["passed"] for g in ok["skill_eval"]["graders"]} == {
+        "names-version": True, "no-stray-backups": True, "reads-before-writing": True,
+        "routed": True, "section-written": True,
+    }  # fmt: skip
+    crash = records[("relnotes.patch-to-notes", 1)]
+    assert crash["error_kind"] == "session-error" and crash["skill_eval"]["score"] is None
+    assert "session error, not graded" in crash["error_detail"]
+    fired = records[("relnotes.unrelated-question", 0)]
+    assert fired["error_kind"] == "oracle-failed" and fired["skill_eval"]["score"] == 0.8
+    assert "skill-stays-quiet" in fired["error_detail"]

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 GRADING_FILE = "skill_eval.json"
 """The hidden grading's file name among the task's ``oracle.files``."""
 JUDGE_KINDS = frozenset({"llm", "baseline"})

@@ -10,8 +10,11 @@ from click.testing import CliRunner
 
 from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
+from bench_assets.cli.suites import plugin_eval_export
 from bench_assets.errors import InputError
+from bench_assets.records import CellRecord
 from bench_assets.skill_eval import SkillEvalGrading
+from bench_assets.skill_eval_export import case_scores, plugin_eval_table
 from bench_assets.skill_eval_import import import_plugin, import_skill_creator
 from tests.test_skill_eval_graders import PATCH_TO_NOTES, UNRELATED
 
@@ -175,37 +178,85 @@ def test_skill_creator_evals_json_both_spellings(tmp_path: Path) -> None:
         import_skill_creator(evals, tmp_path / "t2")
 
 
-def test_grade_predictions_with_recorded_transcripts(
+def _predictions(path: Path, runs: list[tuple[str, str, int]], *, as_events: bool = False) -> Path:
+    rows = []
+    for task, name, run in runs:
+        tree = json.loads((T / f"{name}.tree.json").read_text())
+        text = (T / f"{name}.jsonl").read_text()
+        events = [json.loads(line) for line in text.splitlines()]
+        rows.append({"instance_id": task, "run": run, "model_patch": tree["patch"],
+                     "transcript": events if as_events else text})  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _graded(tasks: Path, preds: Path, skills: str, arm: str) -> list[CellRecord]:
+    out = cli("grade", "--predictions", str(preds), "--tasks", str(tasks), "--skills", skills,
+              "--json")  # fmt: skip
+    return [
+        CellRecord.model_validate_json(line).model_copy(update={"arm": arm})
+        for line in out.strip().splitlines()
+    ]
+
+
+def test_grade_predictions_with_recorded_transcripts_and_export_round_trips(
     tmp_path: Path, plugin: Path, artifact_root: Path
 ) -> None:
-    """`wfbench grade` replays real-CLI runs: patch + stream-json transcript, per-grader --json."""
+    """`wfbench grade` replays real-CLI runs (patch + stream-json transcript) with per-grader
+    outcomes in --json; the claude-plugin-eval export of those cells keeps wfbench's scores."""
     tasks = tmp_path / "tasks"
     cli("import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks))
-    rows = []
-    for task, name, run in [
-        ("relnotes.patch-to-notes", "patch-with", 0),
-        ("relnotes.patch-to-notes", "crash", 1),
-        ("relnotes.unrelated-question", "teapot-skill", 0),
-    ]:
-        tree = json.loads((T / f"{name}.tree.json").read_text())
-        events = [json.loads(line) for line in (T / f"{name}.jsonl").read_text().splitlines()]
-        transcript = (T / f"{name}.jsonl").read_text() if run == 0 else events  # both shapes
-        rows.append({"instance_id": task, "run": run, "model_patch": tree["patch"],
-                     "transcript": transcript})  # fmt: skip
-    preds = tmp_path / "preds.jsonl"
-    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    out = cli("grade", "--predictions", str(preds), "--tasks", str(tasks), "--skills",
-              "incumbent", "--json")  # fmt: skip
-    records = {(r["task"], r["run"]): r for r in map(json.loads, out.strip().splitlines())}
-    ok = records[("relnotes.patch-to-notes", 0)]
-    assert ok["resolved"] and ok["skill_eval"]["score"] == 1.0
-    assert {g["name"]: g["passed"] for g in ok["skill_eval"]["graders"]} == {
+    notes, quiet = "relnotes.patch-to-notes", "relnotes.unrelated-question"
+    with_runs = _predictions(
+        tmp_path / "with.jsonl",
+        [(notes, "patch-with", 0), (notes, "crash", 1), (quiet, "teapot-skill", 0)],
+    )
+    without_runs = _predictions(
+        tmp_path / "without.jsonl",
+        [(notes, "patch-without", 0), (quiet, "teapot-quiet", 0)],
+        as_events=True,  # the other accepted shape: a list of event objects
+    )
+    with_recs = _graded(tasks, with_runs, "incumbent", "with_plugin")
+    without_recs = _graded(tasks, without_runs, "none", "without_plugin")
+    by = {(r.task, r.run): r for r in with_recs}
+    ok = by[(notes, 0)]
+    assert ok.resolved and ok.skill_eval is not None and ok.skill_eval.score == 1.0
+    assert {g.name: g.passed for g in ok.skill_eval.graders} == {
         "names-version": True, "no-stray-backups": True, "reads-before-writing": True,
         "routed": True, "section-written": True,
     }  # fmt: skip
-    crash = records[("relnotes.patch-to-notes", 1)]
-    assert crash["error_kind"] == "session-error" and crash["skill_eval"]["score"] is None
-    assert "session error, not graded" in crash["error_detail"]
-    fired = records[("relnotes.unrelated-question", 0)]
-    assert fired["error_kind"] == "oracle-failed" and fired["skill_eval"]["score"] == 0.8
-    assert "skill-stays-quiet" in fired["error_detail"]
+    crash = by[(notes, 1)]
+    assert crash.error_kind == "session-error" and crash.skill_eval is not None
+    assert crash.skill_eval.score is None and "session error, not graded" in crash.error_detail
+    fired = by[(quiet, 0)]
+    assert fired.error_kind == "oracle-failed" and fired.skill_eval is not None
+    assert fired.skill_eval.score == 0.8 and "skill-stays-quiet" in fired.error_detail
+
+    doc = json.loads(
+        json.dumps(
+            plugin_eval_export(tasks, with_recs + without_recs, "with_plugin", "without_plugin")
+        )
+    )
+    # By hand: patch-to-notes with [1.0, errored] -> 1.0, without [0.0] -> Δ +1.0;
+    # unrelated-question with [0.8], without [1.0] (arm: both keeps its Skill grader) -> Δ -0.2.
+    assert case_scores(doc) == {notes: 1.0, quiet: 0.8, "relnotes.names-version": None}
+    cases = {c["dir"]: c for c in doc["cases"]}
+    assert cases[notes]["aggregates"] == {
+        "score": 1.0, "passRate": 1.0, "scoreWithout": 0.0, "passRateWithout": 0.0, "delta": 1.0,
+    }  # fmt: skip
+    assert cases[quiet]["aggregates"]["delta"] == -0.2
+    assert "delta" not in cases["relnotes.names-version"]["aggregates"]  # no runs: omitted, not 0
+    errored = cases[notes]["arms"]["with"][1]
+    assert errored["score"] is None and "session error" in errored["error"]
+    assert doc["aggregates"] == {
+        "casesTotal": 3, "casesPassed": 1, "overallScore": 0.9, "overallPassRate": 0.5,
+        "meanDelta": 0.4,
+    }  # fmt: skip
+    # wfbench's own per-case scores (mean of scored with-arm runs) equal the exported ones.
+    for task in (notes, quiet):
+        mine = [r.skill_eval.score for r in with_recs if r.task == task and r.skill_eval
+                and r.skill_eval.score is not None]  # fmt: skip
+        assert case_scores(doc)[task] == sum(mine) / len(mine)
+    table = plugin_eval_table(doc)
+    assert "| patch-to-notes | 1.00 | 0.00 | +1.00 | 3 |" in table
+    assert "1 run(s) errored, not scored" in table

@@ -73,11 +73,25 @@ def import_swebench(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["swebench", "csv", "parquet"]),
+    type=click.Choice(["swebench", "csv", "parquet", "claude-plugin-eval"]),
     default="swebench",
     show_default=True,
     help="swebench: SWE-bench's report (resolved/unresolved/empty-patch/error ids) per arm and "
-    "run; csv/parquet: one row per cell with every record field.",
+    "run; csv/parquet: one row per cell with every record field; claude-plugin-eval: the "
+    "aggregate-result.json shape of `claude plugin eval` for the skill-eval tasks (per case, "
+    "arm, run and grader).",
+)
+@click.option(
+    "--with-arm",
+    default="with_plugin",
+    show_default=True,
+    help="claude-plugin-eval: the arm reported as 'with' the plugin.",
+)
+@click.option(
+    "--without-arm",
+    default="without_plugin",
+    show_default=True,
+    help="claude-plugin-eval: the arm reported as 'without' ('' for a one-arm document).",
 )
 @click.option(
     "--generation",
@@ -93,15 +107,26 @@ def import_swebench(
     metavar="FILE",
     help="Write here (default: stdout for swebench/csv; required for parquet).",
 )
-def export(tasks_dir: Path, fmt: str, generation: str, out: Path | None) -> None:
-    """Export cell results for other tools: SWE-bench's report shape, CSV or Parquet."""
+def export(
+    tasks_dir: Path,
+    fmt: str,
+    generation: str,
+    out: Path | None,
+    with_arm: str,
+    without_arm: str,
+) -> None:
+    """Export cell results for other tools: SWE-bench's report shape, CSV, Parquet, or
+    `claude plugin eval`'s result JSON."""
     from bench_assets.export import cell_rows, reports_by_arm
     from bench_assets.fsutil import atomic_write_text
 
     if fmt == "parquet" and out is None:
         fail("--format parquet writes a binary file: give --out FILE", EXIT_INVALID)
     records = _records(tasks_dir, generation)
-    if fmt == "swebench":
+    if fmt == "claude-plugin-eval":
+        doc = plugin_eval_export(tasks_dir, records, with_arm, without_arm or None)
+        text = json.dumps(doc, indent=2) + "\n"
+    elif fmt == "swebench":
         doc = {"generation": generation or None, "arms": reports_by_arm(records)}
         text = json.dumps(doc, indent=2) + "\n"
     else:
@@ -220,3 +245,29 @@ def import_skill_creator_cmd(evals_json: Path, tasks_dir: Path, quiet: bool) -> 
     if made is not None:
         progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
     _print_imported(results, tasks_dir, quiet)
+
+
+def plugin_eval_export(
+    tasks_dir: Path, records: list["CellRecord"], with_arm: str, without_arm: str | None
+) -> dict:
+    """The `claude plugin eval` result document for the skill-eval tasks of ``tasks_dir``."""
+    from bench_assets.skill_eval import parse_grading
+    from bench_assets.skill_eval_export import plugin_eval_document
+
+    bench = load_benchmark(tasks_dir)
+    cases = {}
+    for tid in bench.task_ids():
+        task = bench.task(tid)
+        se = task.spec.skill_eval
+        if se is not None:
+            path = task.oracle_dir / se.grading
+            cases[tid] = (task.spec, parse_grading(path.read_bytes(), str(path)))
+    if not cases:
+        fail(f"{tasks_dir}: no skill-eval task (import one with `wfbench import`)", EXIT_INVALID)
+    return plugin_eval_document(
+        [r for r in records if r.task in cases],
+        cases,
+        with_arm=with_arm,
+        without_arm=without_arm,
+        root=str(bench.root),
+    )

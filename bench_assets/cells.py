@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench_assets import __version__
 from bench_assets import sandbox as sandbox_mod
@@ -55,6 +55,9 @@ from bench_assets.skill_graders import RunGrade
 from bench_assets.skills import SkillsSnapshot
 from bench_assets.store import ArtifactStore
 from bench_assets.worktree import CellWorktree, prepare
+
+if TYPE_CHECKING:
+    from bench_assets.judge import MessagesJudge
 
 SANDBOX_BACKEND = "bwrap"
 GRADER = "trusted-runner-2"
@@ -365,6 +368,7 @@ def run_cell(
                 with_plugin=arm.skills != "none",
                 session_kind=session.error_kind,
                 session_detail=session.error_detail,
+                judge=_judge(bench),
             )
         elif review_dir is not None:
             assert task.spec.review is not None
@@ -533,6 +537,16 @@ def _redacted_run(run: PhaseResult | None, redactor: Redactor) -> PhaseResult | 
         return None
     tests = [t.model_copy(update={"id": redactor.text(t.id)}) for t in run.tests]
     return run.model_copy(update={"tests": tests, "detail": redactor.text(run.detail)})
+
+
+def _judge(bench: Benchmark) -> "MessagesJudge | None":
+    """The pinned judge of skill-eval llm/baseline graders, if bench.yaml names one."""
+    cfg = bench.config.judge
+    if cfg is None:
+        return None
+    from bench_assets.judge import MessagesJudge
+
+    return MessagesJudge(cfg, _secrets(cfg.env), os.environ)
 
 
 def _secrets(names: list[str]) -> dict[str, str]:

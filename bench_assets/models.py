@@ -1147,6 +1147,33 @@ class ApplyConfig(_Strict):
     """Replace the incumbent skill files with the overlay automatically (compare-and-swap)."""
 
 
+class JudgeConfig(_Strict):
+    """The judge model of skill-eval ``llm`` / ``baseline`` graders, pinned like the agent's.
+
+    Called from the harness through the model-API egress proxy (:mod:`bench_assets.judge`), 3
+    votes per grader per run (PASS on 2 of 3). Its list prices are required: a judge's cost is
+    recorded apart from the agent's and counted toward ``limits.max_spend_usd``, and an unknown
+    cost is not zero.
+    """
+
+    model: str
+    """A dated model id (an alias could change the judge under a fixed config)."""
+    input_usd_per_mtok: float = Field(gt=0)
+    output_usd_per_mtok: float = Field(gt=0)
+    api_base_url: ApiBaseUrl | None = None
+    """The model API (default: the host's ``ANTHROPIC_BASE_URL`` if named in ``env``, else the
+    Anthropic API)."""
+    env: list[str] = Field(default_factory=lambda: ["ANTHROPIC_API_KEY"])
+    """Host variables holding the credential (the egress proxy adds it to each request)."""
+    max_tokens: int = Field(default=1024, ge=16, le=8192)
+    timeout_s: float = Field(default=120.0, gt=0, le=1800)
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, v: str) -> str:
+        return check_model_id(v)
+
+
 class BenchConfig(_Strict):
     """The experiment: ``tasks/bench.yaml``."""
 
@@ -1170,6 +1197,9 @@ class BenchConfig(_Strict):
     sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    judge: JudgeConfig | None = None
+    """The judge of skill-eval tasks' ``llm`` / ``baseline`` graders (required when one has
+    any)."""
     """Adapter-wide settings: ``agents.claude_code.version`` pins the Claude Code CLI."""
 
     @field_validator("model")

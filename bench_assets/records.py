@@ -145,6 +145,17 @@ class CellRecord(BaseModel):
     (None on other tasks)."""
 
     @property
+    def spend_usd(self) -> float | None:
+        """What the cell cost: the agent's session plus its judge calls (skill-eval tasks),
+        ``None`` when either is unknown. The spend cap counts this, not ``cost_usd`` alone."""
+        se = self.skill_eval
+        if self.cost_usd is None or (
+            se is not None and se.judge_called and se.judge_cost_usd is None
+        ):
+            return None
+        return self.cost_usd + (se.judge_cost_usd or 0.0 if se is not None else 0.0)
+
+    @property
     def data_version(self) -> str:
         """Content digest of the record: the cell partition's data version."""
         return sha256_json(self.model_dump(mode="json"))

@@ -533,6 +533,17 @@ def _write_skills(tasks: Path, skills: dict[str, bytes], label: str) -> Imported
     )
 
 
+def needs_judge(tasks: Path) -> bool:
+    """Whether any imported case under ``tasks`` has an llm/baseline grader."""
+    for path in sorted(tasks.glob(f"*/oracle/{GRADING_FILE}")):
+        try:
+            if SkillEvalGrading.model_validate_json(path.read_bytes()).needs_judge:
+                return True
+        except ValidationError:
+            continue
+    return False
+
+
 def import_plugin(plugin: Path, tasks: Path) -> list[ImportedTask]:
     """Import every case of a plugin's eval suite (module docstring); nothing written on error."""
     _name, planned, skills = _plan_plugin(plugin)
@@ -555,8 +566,20 @@ def import_skill_creator(evals_json: Path, tasks: Path) -> list[ImportedTask]:
     return results + ([made] if made is not None else [])
 
 
-def ensure_bench(tasks: Path, model: str = "claude-sonnet-4-5-20250929") -> Path | None:
-    """A bench.yaml with the two arms ``claude plugin eval`` compares, for a fresh folder."""
+JUDGE_DEFAULT = {
+    "model": "claude-haiku-4-5-20251001",
+    "input_usd_per_mtok": 1.0,
+    "output_usd_per_mtok": 5.0,
+}
+"""The judge a fresh bench.yaml pins when a case has llm/baseline graders: the small fast model
+``claude plugin eval`` defaults to (reference §1.5), dated, at its list prices."""
+
+
+def ensure_bench(
+    tasks: Path, model: str = "claude-sonnet-4-5-20250929", *, judge: bool = True
+) -> Path | None:
+    """A bench.yaml with the two arms ``claude plugin eval`` compares, for a fresh folder (and
+    the judge pinned when ``judge``: some imported case has llm/baseline graders)."""
     from bench_assets.fsutil import atomic_write_text
 
     bench = tasks / "bench.yaml"
@@ -572,5 +595,7 @@ def ensure_bench(tasks: Path, model: str = "claude-sonnet-4-5-20250929") -> Path
         },
         "agents": {"claude_code": {"version": CLAUDE_CODE_VERSION}},
     }
+    if judge:
+        doc["judge"] = dict(JUDGE_DEFAULT)
     header = "# Written by `wfbench import` for a fresh folder: with and without the plugin.\n"
     return atomic_write_text(bench, header + yaml.safe_dump(doc, sort_keys=False))

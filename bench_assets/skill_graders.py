@@ -72,6 +72,9 @@ class GraderOutcome(BaseModel):
     scored: bool
     """Counts toward the run score (``False``: a two-arm exclusion, shown only)."""
     with_only: bool
+    judged: bool = False
+    """The judge model was called for this grader (its cost is then in ``judge_cost_usd``,
+    ``None`` when the API did not report usage)."""
     judge_votes: list[bool] | None = None
     judge_cost_usd: float | None = None
 
@@ -92,7 +95,9 @@ class RunGrade(BaseModel):
     """Why the session cannot be graded (then ``score`` is ``None``)."""
     graders: list[GraderOutcome]
     judge_cost_usd: float | None = None
-    """Total judge spend of this run (``None``: no judge grader ran)."""
+    """Total judge spend of this run (``None``: no judge was called, or a call's cost is
+    unknown — see ``judge_called``)."""
+    judge_called: bool = False
 
 
 @dataclass(frozen=True)
@@ -353,6 +358,7 @@ def grade_run(
             continue  # the without arm omits excluded graders entirely
         votes: list[bool] | None = None
         cost: float | None = None
+        judged = False
         passed: bool | None
         if isinstance(g, RegexGrader):
             passed, why = grade_regex(g, t, created, read)
@@ -368,6 +374,7 @@ def grade_run(
             passed, why = None, "not judged: no judge model configured"
         else:
             passed, why, votes, cost = judge(g, t, created, read)
+            judged = True
         outcomes.append(
             GraderOutcome(
                 name=g.name,
@@ -377,12 +384,18 @@ def grade_run(
                 explanation=why,
                 scored=not skip,
                 with_only=skip,
+                judged=judged,
                 judge_votes=votes,
                 judge_cost_usd=cost,
             )
         )
-    costs = [o.judge_cost_usd for o in outcomes if o.judge_cost_usd is not None]
-    judge_cost = round(sum(costs), 6) if costs else None
+    called = [o for o in outcomes if o.judged]
+    costs = [o.judge_cost_usd for o in called]
+    judge_cost = (
+        round(sum(c for c in costs if c is not None), 8)
+        if called and all(c is not None for c in costs)
+        else None
+    )
     scored = [o for o in outcomes if o.scored]
     score: float | None = None
     if problem is None and scored and all(o.passed is not None for o in scored):
@@ -395,6 +408,7 @@ def grade_run(
         session_error=problem,
         graders=outcomes,
         judge_cost_usd=judge_cost,
+        judge_called=bool(called),
     )
 
 

@@ -214,11 +214,11 @@ def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) ->
     is idempotent; a changed case prints its diff. A fresh TASKS folder gets a bench.yaml with
     with_plugin / without_plugin arms.
     """
-    from bench_assets.skill_eval_import import ensure_bench, import_plugin
+    from bench_assets.skill_eval_import import ensure_bench, import_plugin, needs_judge
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
     results = import_plugin(plugin_dir, tasks_dir)
-    made = ensure_bench(tasks_dir)
+    made = ensure_bench(tasks_dir, judge=needs_judge(tasks_dir))
     if made is not None:
         progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
     _print_imported(results, tasks_dir, quiet)
@@ -237,11 +237,11 @@ def import_skill_creator_cmd(evals_json: Path, tasks_dir: Path, quiet: bool) -> 
     either is judged on its expected_output. The skill folder (the one holding evals/) becomes
     the incumbent skill. Unknown fields are refused with the file and field named.
     """
-    from bench_assets.skill_eval_import import ensure_bench, import_skill_creator
+    from bench_assets.skill_eval_import import ensure_bench, import_skill_creator, needs_judge
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
     results = import_skill_creator(evals_json, tasks_dir)
-    made = ensure_bench(tasks_dir)
+    made = ensure_bench(tasks_dir, judge=needs_judge(tasks_dir))
     if made is not None:
         progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
     _print_imported(results, tasks_dir, quiet)

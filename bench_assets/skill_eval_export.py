@@ -197,3 +197,76 @@ def plugin_eval_table(doc: dict[str, Any]) -> str:
         f"{_num(agg['overallScore'])}; mean Δ {_num(agg.get('meanDelta'), '+.2f')}"
     )
     return "\n".join(rows)
+
+
+def grader_lines(record: "CellRecord") -> list[str]:
+    """One line per grader of a skill-eval cell: outcome, scored or shown, explanation."""
+    se = record.skill_eval
+    if se is None:
+        return []
+    score = "unknown" if se.score is None else f"{se.score:g}"
+    head = f"graders: score {score} (threshold {se.threshold:g})"
+    if se.session_error:
+        head += f"; session error, not graded: {se.session_error[:120]}"
+    if se.judge_cost_usd is not None:
+        head += f"; judge ${se.judge_cost_usd:.4f}"
+    lines = [head]
+    for o in se.graders:
+        mark = {True: "pass", False: "FAIL", None: "undecided"}[o.passed]
+        shown = "" if o.scored else " (shown, not scored)"
+        lines.append(f"  {mark:<9} {o.name} [{o.type} x{o.weight:g}]{shown}: {o.explanation}")
+    return lines
+
+
+def evidence_records(doc: Any, store: Any) -> list["CellRecord"]:
+    """The records of a decision's evidence cells (a record that cannot be read is left out)."""
+    from bench_assets.errors import RecordCorrupt
+    from bench_assets.records import load_record
+
+    out = []
+    for ev in doc.decision.evidence:
+        cell = (ev.pooled_from or "") if ev.pooled else f"{ev.arm}.r{ev.run}"
+        try:
+            out.append(load_record(store.cell(ev.task, cell, ev.record_id) / "record.json"))
+        except (OSError, RecordCorrupt, ValueError):
+            continue
+    return out
+
+
+def report_section(doc: Any, bench: Any, store: Any, others: Sequence["CellRecord"] = ()) -> str:
+    """Markdown for the report: per plugin arm, the table ``claude plugin eval`` would print for
+    the decision's evidence runs (that arm "with", the skills-none arm "without"), next to the
+    verdict. ``others``: latest records of arms the gate did not read (the "without" arm is not
+    gate evidence; the table says so). Empty when the decision has no skill-eval task."""
+    from bench_assets.skill_eval import parse_grading
+
+    cases: dict[str, tuple[Any, SkillEvalGrading]] = {}
+    for tid in sorted({ev.task for ev in doc.decision.evidence}):
+        try:
+            task = bench.task(tid)
+        except Exception:  # noqa: BLE001 - a task removed since the decision: no table row
+            continue
+        se = task.spec.skill_eval
+        if se is not None:
+            path = task.oracle_dir / se.grading
+            cases[tid] = (task.spec, parse_grading(path.read_bytes(), str(path)))
+    if not cases:
+        return ""
+    records = [r for r in evidence_records(doc, store) if r.task in cases]
+    evidence_arms = {r.arm for r in records}
+    records += [r for r in others if r.task in cases and r.arm not in evidence_arms]
+    arms = bench.config.arms
+    without = next((n for n, a in arms.items() if a.skills == "none"), None)
+    parts = [
+        "\n## Skill-eval cases as `claude plugin eval` would report them\n",
+        f"wfbench's verdict: **{doc.decision.decision}** (gate above). The tables below are the "
+        "first-party tool's view of the same evidence runs: no significance test, Δ against "
+        f"the `{without or '(no skills-none arm)'}` arm (its latest records when the gate did "
+        "not read that arm: context, not evidence); errored runs are not scored.\n",
+    ]
+    for name, arm in arms.items():
+        if arm.skills == "none" or not any(r.arm == name for r in records):
+            continue
+        pe = plugin_eval_document(records, cases, with_arm=name, without_arm=without, root="")
+        parts.append(f"\n### with = `{name}`\n\n{plugin_eval_table(pe)}\n")
+    return "\n".join(parts)

@@ -193,11 +193,13 @@ Grader = Annotated[
 
 
 class HumanLabel(_Strict):
-    """A person's verdict on one grader for one recorded run (for judge agreement)."""
+    """A person's verdict on one judge grader for one recorded run, to measure the judge's
+    agreement with people (never used to grade). Imported from the case folder's
+    ``human-labels.yaml`` (a wfbench addition: a list of these mappings)."""
 
     grader: str
-    transcript: str
-    """Name of the recorded transcript the label is about."""
+    session_id: str = Field(min_length=1)
+    """The Claude Code session the label is about (``session_id`` of its stream-json events)."""
     passed: bool
 
 
@@ -224,7 +226,18 @@ class SkillEvalGrading(_Strict):
         unknown = sorted({lb.grader for lb in self.labels} - set(names))
         if unknown:
             raise ValueError(f"labels name unknown graders: {', '.join(unknown)}")
+        judged = {g.name for g in self.graders if g.type in JUDGE_KINDS}
+        plain = sorted({lb.grader for lb in self.labels} - judged)
+        if plain:
+            raise ValueError(f"labels are for judge graders only, not {', '.join(plain)}")
         return self
+
+    def label(self, grader: str, session_id: str | None) -> bool | None:
+        """The human verdict on ``grader`` for that session, if one was given."""
+        for lb in self.labels:
+            if lb.grader == grader and lb.session_id == session_id:
+                return lb.passed
+        return None
 
     @property
     def needs_judge(self) -> bool:

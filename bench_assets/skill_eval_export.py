@@ -214,6 +214,11 @@ def grader_lines(record: "CellRecord") -> list[str]:
     for o in se.graders:
         mark = {True: "pass", False: "FAIL", None: "undecided"}[o.passed]
         shown = "" if o.scored else " (shown, not scored)"
+        if o.human_label is not None:
+            human = "pass" if o.human_label else "FAIL"
+            agrees = "" if o.passed is None else (" (agrees)" if o.passed == o.human_label else
+                                                  " (disagrees)")  # fmt: skip
+            shown += f" [human label: {human}{agrees}]"
         lines.append(f"  {mark:<9} {o.name} [{o.type} x{o.weight:g}]{shown}: {o.explanation}")
     return lines
 
@@ -269,4 +274,21 @@ def report_section(doc: Any, bench: Any, store: Any, others: Sequence["CellRecor
             continue
         pe = plugin_eval_document(records, cases, with_arm=name, without_arm=without, root="")
         parts.append(f"\n### with = `{name}`\n\n{plugin_eval_table(pe)}\n")
+    agreement = judge_agreement(records)
+    if agreement:
+        parts.append("\n### Judge agreement with human labels (measured on these runs)\n")
+        parts += [f"- {k}: {a}/{n} agree" for k, (a, n) in sorted(agreement.items())]
     return "\n".join(parts)
+
+
+def judge_agreement(records: Sequence["CellRecord"]) -> dict[str, tuple[int, int]]:
+    """Per judge grader: (runs where the judge's decided verdict equals the human label,
+    labelled runs with a decided verdict). Measured from the records, never assumed."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in records:
+        for o in r.skill_eval.graders if r.skill_eval is not None else []:
+            if o.human_label is None or o.passed is None:
+                continue
+            agree, total = out.get(f"{r.task}/{o.name}", (0, 0))
+            out[f"{r.task}/{o.name}"] = (agree + (o.passed == o.human_label), total + 1)
+    return out

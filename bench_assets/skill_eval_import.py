@@ -203,6 +203,27 @@ def _resolve_graders(raw: list[tuple[Any, Path]], case_dir: Path) -> list[dict[s
     return out
 
 
+LABELS_FILE = "human-labels.yaml"
+
+
+def _labels(case_dir: Path) -> list[Any]:
+    """wfbench's ``human-labels.yaml`` of a case: ``[{grader, session_id, passed}]``."""
+    path = case_dir / LABELS_FILE
+    if not path.is_file():
+        return []
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise InputError(f"{path}: cannot read YAML: {e}") from None
+    if not isinstance(doc, list):
+        raise InputError(f"{path}: a list of {{grader, session_id, passed}}")
+    for i, item in enumerate(doc):
+        if not isinstance(item, dict):
+            raise InputError(f"{path}: field '{i}': a mapping")
+        _refuse_unknown(path, item, frozenset({"grader", "session_id", "passed"}), f"{i}.")
+    return doc
+
+
 def _grading(
     doc: dict[str, Any], where: Path, sources: list[Path] | None = None
 ) -> SkillEvalGrading:
@@ -211,6 +232,8 @@ def _grading(
     except ValidationError as e:
         err = e.errors()[0]
         loc = [str(p) for p in err["loc"]]
+        if loc[:1] == ["labels"] or (loc[:1] == [] and "label" in err["msg"]):
+            where = where.parent / LABELS_FILE if where.name != LABELS_FILE else where
         if loc[:1] == ["graders"] and len(loc) > 1 and loc[1].isdigit():
             i = int(loc[1])
             if sources is not None:
@@ -375,6 +398,7 @@ def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
                 "source": "claude-plugin-eval",
                 "case": case["name"],
                 "graders": _resolve_graders(raw, case_dir),
+                "labels": _labels(case_dir),
             },
             where,
             [p for _, p in raw],

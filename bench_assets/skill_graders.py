@@ -77,6 +77,8 @@ class GraderOutcome(BaseModel):
     ``None`` when the API did not report usage)."""
     judge_votes: list[bool] | None = None
     judge_cost_usd: float | None = None
+    human_label: bool | None = None
+    """A person's verdict on this judge grader for this session, when the task carries one."""
 
 
 class RunGrade(BaseModel):
@@ -111,6 +113,7 @@ class Transcript:
     last_message: str
     result: dict[str, Any] | None
     malformed: int
+    session_id: str | None = None
 
 
 def parse_transcript(data: bytes) -> Transcript:
@@ -121,6 +124,7 @@ def parse_transcript(data: bytes) -> Transcript:
     result: dict[str, Any] | None = None
     last_text = ""
     malformed = 0
+    session_id: str | None = None
     for raw in data.splitlines():
         if not raw.strip():
             continue
@@ -134,6 +138,9 @@ def parse_transcript(data: bytes) -> Transcript:
             malformed += 1
             continue
         kind = event.get("type")
+        sid = event.get("session_id")
+        if session_id is None and isinstance(sid, str) and sid:
+            session_id = sid
         if kind == "result" and result is None:
             result = event
         if kind not in ("assistant", "user"):
@@ -162,6 +169,7 @@ def parse_transcript(data: bytes) -> Transcript:
         last_message=final if isinstance(final, str) else last_text,
         result=result,
         malformed=malformed,
+        session_id=session_id,
     )
 
 
@@ -387,6 +395,7 @@ def grade_run(
                 judged=judged,
                 judge_votes=votes,
                 judge_cost_usd=cost,
+                human_label=grading.label(g.name, t.session_id) if g.type in JUDGE_KINDS else None,
             )
         )
     called = [o for o in outcomes if o.judged]

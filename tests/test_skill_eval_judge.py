@@ -3,6 +3,7 @@ from the agent's, through the egress proxy; and validation fails closed without 
 
 import itertools
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,12 @@ import pytest
 import yaml
 
 from bench_assets.catalog import ValidationFailed, load_benchmark
+from bench_assets.errors import InputError
 from bench_assets.judge import MessagesJudge, decide, focus_text, parse_vote, vote_cost
 from bench_assets.models import JudgeConfig
 from bench_assets.records import CellRecord
 from bench_assets.skill_eval import SkillEvalGrading
+from bench_assets.skill_eval_export import grader_lines, judge_agreement
 from bench_assets.skill_eval_import import import_plugin
 from bench_assets.skill_graders import grade_run, parse_transcript
 from tests.mock_anthropic import Failure, MockMessagesAPI, Reply, text
@@ -165,3 +168,34 @@ def test_judge_cost_counts_toward_the_spend_cap_and_validation_needs_a_pinned_ju
     (tasks / "bench.yaml").write_text(yaml.safe_dump(bench))
     with pytest.raises(ValidationFailed, match="judge.model: .*name a dated model id"):
         load_benchmark(tasks)
+
+
+def test_agreement_with_human_labels_is_measured_per_session(tmp_path: Path) -> None:
+    session = json.loads((T / "patch-with.jsonl").read_text().splitlines()[0])["session_id"]
+    plugin = tmp_path / "relnotes"
+    shutil.copytree(DATA / "plugins" / "relnotes", plugin)
+    labels = [
+        {"grader": "minor-bump", "session_id": session, "passed": False},
+        {"grader": "minor-bump", "session_id": "another-session", "passed": True},
+    ]
+    (plugin / "evals" / "judged" / "names-version" / "human-labels.yaml").write_text(
+        yaml.safe_dump(labels)
+    )
+    tasks = tmp_path / "tasks"
+    import_plugin(plugin, tasks)
+    path = tasks / "relnotes.names-version" / "oracle" / "skill_eval.json"
+    g = SkillEvalGrading.model_validate_json(path.read_text())
+    assert [lb.session_id for lb in g.labels] == [session, "another-session"]
+    with MockMessagesAPI(votes(text("VERDICT: PASS"))) as api:
+        run = graded(g, MessagesJudge(cfg(api.url), {"ANTHROPIC_API_KEY": KEY}, {}))
+    outcome = run.graders[0]
+    assert (outcome.passed, outcome.human_label) == (True, False)
+    rec = CellRecord.model_construct(task="relnotes.names-version", skill_eval=run)
+    assert judge_agreement([rec]) == {"relnotes.names-version/minor-bump": (0, 1)}
+    assert "[human label: FAIL (disagrees)]" in "\n".join(grader_lines(rec))
+    # A label for a deterministic grader is refused: agreement is about judges.
+    (plugin / "evals" / "judged" / "names-version" / "human-labels.yaml").write_text(
+        yaml.safe_dump([{"grader": "nope", "session_id": session, "passed": True}])
+    )
+    with pytest.raises(InputError, match="human-labels.yaml: field"):
+        import_plugin(plugin, tmp_path / "t2")

@@ -75,7 +75,9 @@ def grade_skill_eval(
 ) -> tuple[Grade, RunGrade | None, str]:
     """The cell's :class:`Grade` (``oracle_passed`` = resolved), the graders' verdict, and a
     detail for the record when the hidden grading could not be read."""
-    grade = Grade(verify_passed=True)
+    # A case has no visible verify: verify_passed mirrors the graders' verdict, so the overfitting
+    # signal (verify passed, oracle failed) never fires on a skill-eval cell.
+    grade = Grade()
     if grading_file is None:
         grade.oracle_error = ErrorKind.ORACLE_UNAVAILABLE
         return grade, None, "the hidden graders file is missing from the oracle snapshot"
@@ -96,7 +98,7 @@ def grade_skill_eval(
         session_error=error,
         judge=judge,
     )
-    grade.oracle_passed = run.resolved
+    grade.oracle_passed = grade.verify_passed = run.resolved
     detail = ""
     if run.session_error is not None:
         detail = f"session error, not graded: {run.session_error}"

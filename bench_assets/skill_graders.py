@@ -182,6 +182,11 @@ def session_problem(t: Transcript) -> str | None:
     """
     if t.malformed:
         return f"malformed stream-json: {t.malformed} line(s) are not JSON objects"
+    if t.result is None and not t.lines:
+        return (
+            "no stream-json events to grade (a replayed prediction of a skill-eval task needs "
+            "its `transcript`)"
+        )
     if t.result is None:
         return "no result event: the session did not finish"
     subtype = t.result.get("subtype")

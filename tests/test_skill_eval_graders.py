@@ -280,3 +280,9 @@ def test_a_file_grader_cannot_be_pointed_outside_the_tree(tmp_path: Path) -> Non
     read = tree_reader(root)
     assert read("notes.md") == "## 4.2.0\n"
     assert read("link.md") is None and read("../secret") is None and read("missing") is None
+
+
+def test_a_run_without_a_transcript_is_a_session_error_naming_what_is_missing() -> None:
+    r = grade_run(UNRELATED, b'{"replayed": "x", "run": 0}', [], lambda p: None, with_plugin=True)
+    assert r.score is None and r.session_error is not None
+    assert "needs its `transcript`" in r.session_error

@@ -204,6 +204,8 @@ def _resolve_graders(raw: list[tuple[Any, Path]], case_dir: Path) -> list[dict[s
 
 
 LABELS_FILE = "human-labels.yaml"
+PLUGINS_DIR = "_plugins"
+"""Where the whole plugin goes under the tasks folder (a ``_`` folder is never a task)."""
 
 
 def _labels(case_dir: Path) -> list[Any]:
@@ -377,6 +379,18 @@ def _task_files(
     return files
 
 
+def _plugin_tree(plugin: Path, evals: Path) -> dict[str, bytes]:
+    """The plugin's files but its eval dir (and VCS folders), for ``plugin_dirs`` arms."""
+    out: dict[str, bytes] = {}
+    for p in sorted(plugin.rglob("*")):
+        rel = p.relative_to(plugin)
+        if rel.parts[0] in (".git", "node_modules") or p.is_relative_to(evals):
+            continue
+        if p.is_file() and not p.is_symlink():
+            out[rel.as_posix()] = p.read_bytes()
+    return out
+
+
 def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
     manifest = plugin_manifest(plugin)
     pname = manifest["name"]
@@ -538,6 +552,21 @@ def _write(tasks: Path, planned: list[_Planned]) -> list[ImportedTask]:
     return results
 
 
+def _write_tree(folder: Path, files: dict[str, bytes], label: str) -> ImportedTask:
+    """Mirror ``files`` into ``folder`` exactly (idempotent, with a diff when it changed)."""
+    old = _existing(folder)
+    if old == files:
+        return ImportedTask(label, "unchanged", files=sorted(files))
+    for rel in set(old) - set(files):
+        (folder / rel).unlink()
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(folder / rel, data)
+    return ImportedTask(
+        label, "changed" if old else "created", _diff(old, files, label) if old else ""
+    )
+
+
 def _write_skills(tasks: Path, skills: dict[str, bytes], label: str) -> ImportedTask | None:
     """Merge the plugin's skills into the incumbent tree (``<tasks>/skills``), with a diff."""
     if not skills:
@@ -570,10 +599,12 @@ def needs_judge(tasks: Path) -> bool:
 
 def import_plugin(plugin: Path, tasks: Path) -> list[ImportedTask]:
     """Import every case of a plugin's eval suite (module docstring); nothing written on error."""
-    _name, planned, skills = _plan_plugin(plugin)
+    name, planned, skills = _plan_plugin(plugin)
     results = _write(tasks, planned)
     made = _write_skills(tasks, skills, "skills (incumbent plugin tree)")
-    return results + ([made] if made is not None else [])
+    whole = _plugin_tree(plugin, _eval_dir(plugin, plugin_manifest(plugin)))
+    tree = _write_tree(tasks / PLUGINS_DIR / name, whole, f"{PLUGINS_DIR}/{name} (whole plugin)")
+    return results + [r for r in (made, tree) if r is not None]
 
 
 def import_skill_creator(evals_json: Path, tasks: Path) -> list[ImportedTask]:

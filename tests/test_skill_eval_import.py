@@ -53,7 +53,9 @@ def test_a_plugin_suite_imports_validates_and_keeps_its_graders_hidden(
 ) -> None:
     tasks = tmp_path / "tasks"
     out = cli("import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks))
-    assert "4 created" in out
+    assert "5 created" in out  # 3 cases, the incumbent skills, the whole plugin
+    whole = tasks / "_plugins" / "relnotes"
+    assert (whole / ".claude-plugin" / "plugin.json").is_file() and not (whole / "evals").exists()
     assert "ok — 3 task(s), 2 arm(s)" in cli("validate", str(tasks))
     bench = load_benchmark(tasks)
     spec = bench.task("relnotes.patch-to-notes").spec
@@ -83,7 +85,7 @@ def test_reimport_is_idempotent_and_a_changed_case_prints_its_diff(
 ) -> None:
     tasks = tmp_path / "tasks"
     cli("import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks))
-    assert "0 created, 0 changed, 4 unchanged" in cli(
+    assert "0 created, 0 changed, 5 unchanged" in cli(
         "import", "claude-plugin-eval", str(plugin), "--tasks", str(tasks)
     )
     grader = plugin / "evals" / "patch-to-notes" / "graders" / "section-written.md"

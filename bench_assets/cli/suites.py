@@ -209,7 +209,9 @@ def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) ->
     section; the starting tree built once by its scaffold_script inside the sandbox; its graders
     (regex, tool_used, tool_order, file_exists, llm, baseline) as the task's HIDDEN grading
     (oracle/skill_eval.json), which the agent never sees. The plugin's skills/ become the
-    incumbent skills (TASKS/skills/). A field wfbench cannot honour (history_file, add_dirs,
+    incumbent skills (TASKS/skills/, installed by `skills: incumbent` arms); the whole plugin
+    (agents, commands, hooks too, without its evals) is copied to TASKS/_plugins/<name>/ for a
+    claude-code arm's `plugin_dirs`. A field wfbench cannot honour (history_file, add_dirs,
     MCP mocks, mock_calls, an unknown key) is refused with the file and field named. Re-importing
     is idempotent; a changed case prints its diff. A fresh TASKS folder gets a bench.yaml with
     with_plugin / without_plugin arms.

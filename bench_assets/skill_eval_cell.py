@@ -52,6 +52,8 @@ def tree_reader(root: Path) -> FileReader:
         path = os.path.realpath(root / rel)
         if not path.startswith(real_root + os.sep) or os.path.islink(root / rel):
             return None
+        if not os.path.isfile(path):  # a folder, a FIFO: nothing a grader may read
+            return None
         try:
             with open(path, "rb") as fh:
                 data = fh.read(MAX_VIEW_CHARS)

@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from bench_assets.catalog import load_benchmark
@@ -262,3 +263,42 @@ def test_grade_predictions_with_recorded_transcripts_and_export_round_trips(
     table = plugin_eval_table(doc)
     assert "| patch-to-notes | 1.00 | 0.00 | +1.00 | 3 |" in table
     assert "1 run(s) errored, not scored" in table
+
+
+def test_a_skill_creator_case_runs_as_a_cell_with_its_judge(
+    tmp_path: Path, artifact_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evals.json case graded end to end: its assertion judged 2 of 3 by the mock API through
+    the egress proxy, the judge's cost recorded apart from the agent's and in the cell's spend."""
+    from tests.mock_anthropic import MockMessagesAPI, text
+
+    skill = tmp_path / "relnotes-skill"
+    (skill / "evals").mkdir(parents=True)
+    (skill / "SKILL.md").write_text("---\nname: relnotes-skill\ndescription: notes\n---\nbody\n")
+    doc = {
+        "skill_name": "relnotes-skill",
+        "evals": [{"id": 1, "prompt": "Add notes for the patch.",
+                   "assertions": ["The reply names version 4.2.0"]}],
+    }  # fmt: skip
+    (skill / "evals" / "evals.json").write_text(json.dumps(doc))
+    tasks = tmp_path / "tasks"
+    cli("import", "skill-creator", str(skill / "evals" / "evals.json"), "--tasks", str(tasks))
+    answers = iter(["VERDICT: PASS", "VERDICT: FAIL", "VERDICT: PASS"])
+    with MockMessagesAPI(lambda body: text(next(answers))) as api:
+        bench = yaml.safe_load((tasks / "bench.yaml").read_text())
+        bench["judge"]["api_base_url"] = api.url  # the pinned judge, served by the mock
+        (tasks / "bench.yaml").write_text(yaml.safe_dump(bench))
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-skill-creator-test-0123456789")
+        preds = tmp_path / "p.jsonl"
+        preds.write_text(json.dumps({"instance_id": "relnotes-skill.1", "model_patch": "",
+                                     "transcript": (T / "patch-with.jsonl").read_text(),
+                                     "usage": {"cost_usd": 0.02}}) + "\n")  # fmt: skip
+        out = cli("grade", "--predictions", str(preds), "--tasks", str(tasks), "--json")
+    record = CellRecord.model_validate_json(out.strip().splitlines()[-1])
+    assert record.resolved and record.skill_eval is not None
+    (outcome,) = record.skill_eval.graders
+    assert (outcome.type, outcome.passed, outcome.judge_votes) == ("llm", True, [True, False, True])
+    # Haiku list prices from the fresh bench.yaml: 3 x (100 x $1 + 20 x $5) / 1e6.
+    assert record.skill_eval.judge_cost_usd == pytest.approx(0.0006)
+    assert record.cost_usd == 0.02 and record.spend_usd == pytest.approx(0.0206)
+    assert len(api.seen) == 3

@@ -15,8 +15,9 @@ from bench_assets.cli.suites import plugin_eval_export
 from bench_assets.errors import InputError
 from bench_assets.records import CellRecord
 from bench_assets.skill_eval import SkillEvalGrading
+from bench_assets.skill_eval_creator import import_skill_creator
 from bench_assets.skill_eval_export import case_scores, plugin_eval_table
-from bench_assets.skill_eval_import import import_plugin, import_skill_creator
+from bench_assets.skill_eval_import import import_plugin
 from tests.test_skill_eval_graders import PATCH_TO_NOTES, UNRELATED
 
 DATA = Path(__file__).parent / "data" / "skill_eval"

@@ -5,6 +5,7 @@ transcripts in ``test_skill_eval_graders.py``.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,7 @@ def test_a_live_cell_is_graded_by_the_hidden_graders(tmp_path: Path, claude_cli:
 
     tasks = tmp_path / "tasks"
     import_plugin(PLUGIN, tasks)
+    shutil.rmtree(tasks / "relnotes.names-version")  # a judge case: tested in test_skill_eval_judge
     (tasks / "p.jsonl").write_text("")
     (tasks / "bench.yaml").write_text(
         yaml.safe_dump(

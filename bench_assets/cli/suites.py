@@ -216,7 +216,8 @@ def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) ->
     is idempotent; a changed case prints its diff. A fresh TASKS folder gets a bench.yaml with
     with_plugin / without_plugin arms.
     """
-    from bench_assets.skill_eval_import import ensure_bench, import_plugin, needs_judge
+    from bench_assets.skill_eval_import import import_plugin
+    from bench_assets.skill_eval_tasks import ensure_bench, needs_judge
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
     results = import_plugin(plugin_dir, tasks_dir)
@@ -239,7 +240,8 @@ def import_skill_creator_cmd(evals_json: Path, tasks_dir: Path, quiet: bool) -> 
     either is judged on its expected_output. The skill folder (the one holding evals/) becomes
     the incumbent skill. Unknown fields are refused with the file and field named.
     """
-    from bench_assets.skill_eval_import import ensure_bench, import_skill_creator, needs_judge
+    from bench_assets.skill_eval_creator import import_skill_creator
+    from bench_assets.skill_eval_tasks import ensure_bench, needs_judge
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
     results = import_skill_creator(evals_json, tasks_dir)

@@ -28,7 +28,8 @@ import yaml
 from click.testing import CliRunner
 
 from bench_assets.cli import main as wfbench
-from bench_assets.skill_eval_import import JUDGE_DEFAULT, import_plugin
+from bench_assets.skill_eval_import import import_plugin
+from bench_assets.skill_eval_tasks import JUDGE_DEFAULT
 from tests.mock_anthropic import MockMessagesAPI, Reply, text
 
 HERE = Path(__file__).parent

@@ -346,6 +346,7 @@ def run_cell(
             env_mounts=wt.env_mounts,
             review_output=review_dir,
             graph_file=inputs.graph_file,
+            max_turns=task.spec.skill_eval.max_turns if task.spec.skill_eval else None,
         )
         t0 = time.monotonic()
         outcome = run_phases(

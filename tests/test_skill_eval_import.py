@@ -303,3 +303,24 @@ def test_a_skill_creator_case_runs_as_a_cell_with_its_judge(
     assert record.skill_eval.judge_cost_usd == pytest.approx(0.0006)
     assert record.cost_usd == 0.02 and record.spend_usd == pytest.approx(0.0206)
     assert len(api.seen) == 3
+
+
+def test_a_case_max_turns_caps_the_claude_code_session(tmp_path: Path) -> None:
+    """The case's max_turns (carried into task.yaml) replaces the arm's --max-turns."""
+    from bench_assets.agents.base import SessionContext
+    from bench_assets.agents.claude_code import ClaudeCodeAdapter
+    from bench_assets.models import ClaudeCodeAgent, ClaudeCodeConfig
+
+    adapter = ClaudeCodeAdapter(
+        ClaudeCodeAgent(adapter="claude-code", max_turns=30), cli=ClaudeCodeConfig()
+    )
+
+    def turns(case_turns: int | None) -> str:
+        ctx = SessionContext(
+            task_id="t", arm="a", run=0, prompt="p", model="claude-sonnet-4-5-20250929",
+            effort=None, workdir=tmp_path, scratch=tmp_path, timeout_s=1.0, max_turns=case_turns,
+        )  # fmt: skip
+        argv = adapter.argv("claude", ctx)
+        return argv[argv.index("--max-turns") + 1]
+
+    assert (turns(14), turns(None)) == ("14", "30")

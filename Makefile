@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.wfbench-installed
 export DAGSTER_HOME := $(CURDIR)/dagster_home
 
-.PHONY: bootstrap demo test ui check bench schema clean-artifacts
+.PHONY: bootstrap demo demo-skill-eval test ui check bench schema clean-artifacts
 
 # `make ui` serves the reports folder here, so the decision's report link opens in the browser;
 # decisions made by `make demo` link to it too.
@@ -35,6 +35,11 @@ demo: bootstrap
 	$(VENV)/bin/wfbench cells
 	$(VENV)/bin/wfbench explain
 	$(VENV)/bin/wfbench ledger verify
+
+# The skill-eval demo (issue 26): a plugin's `claude plugin eval` suite imported and replayed
+# offline from real-CLI transcripts in two generations, with its own Dagster instance.
+demo-skill-eval: bootstrap
+	$(PY) -m tests.data.skill_eval.demo skill-eval-demo/tasks
 
 test: bootstrap
 	$(PY) -m pytest

@@ -253,6 +253,8 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
         )
     if spec.review is not None:
         _check_review_labels(c, task)
+    elif spec.skill_eval is not None:
+        _check_skill_eval(c, task, config)
     else:
         _check_expected_tests(c, task)
     repo = task.repo_dir
@@ -304,6 +306,30 @@ def _check_review_labels(c: _Collector, task: Task) -> None:
         parse_labels((task.oracle_dir / name).read_bytes())
     except ReviewArtifactInvalid as e:
         c.add(task.file, "review.labels", f"labels file {name!r}: {e}")
+
+
+def _check_skill_eval(c: _Collector, task: Task, config: BenchConfig | None) -> None:
+    """Skill-eval cases are graded by their hidden graders file: it must parse before any cell,
+    and a judge grader needs the judge pinned in bench.yaml (fail closed before paid work)."""
+    from bench_assets.errors import InputError
+    from bench_assets.skill_eval import parse_grading
+
+    assert task.spec.skill_eval is not None
+    name = task.spec.skill_eval.grading
+    if _oracle_file_problem(task.oracle_dir, name)[0] is not None:
+        return  # already reported
+    try:
+        grading = parse_grading((task.oracle_dir / name).read_bytes(), f"oracle/{name}")
+    except InputError as e:
+        c.add(task.file, "skill_eval.grading", str(e))
+        return
+    if grading.needs_judge and config is not None and config.judge is None:
+        c.add(
+            task.file,
+            "skill_eval.grading",
+            "the case has llm/baseline graders: pin their judge in bench.yaml "
+            "(judge: {model: <dated id>, input_usd_per_mtok: ..., output_usd_per_mtok: ...})",
+        )
 
 
 def _check_expected_tests(c: _Collector, task: Task) -> None:

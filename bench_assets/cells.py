@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench_assets import __version__
 from bench_assets import sandbox as sandbox_mod
@@ -50,9 +50,14 @@ from bench_assets.redact import Redactor
 from bench_assets.review_cells import REVIEW_CONTRACT, ReviewGrade, grade_review, new_output_dir
 from bench_assets.runner import PhaseResult
 from bench_assets.sanitize import Template
+from bench_assets.skill_eval_cell import grade_skill_eval, skill_error_kind
+from bench_assets.skill_graders import RunGrade
 from bench_assets.skills import SkillsSnapshot
 from bench_assets.store import ArtifactStore
 from bench_assets.worktree import CellWorktree, prepare
+
+if TYPE_CHECKING:
+    from bench_assets.judge import MessagesJudge
 
 SANDBOX_BACKEND = "bwrap"
 GRADER = "trusted-runner-2"
@@ -286,6 +291,8 @@ def run_cell(
     session: SessionResult | None = None
     phase_records: list[PhaseRecord] = []
     review: ReviewGrade | None = None
+    skill_run: RunGrade | None = None
+    skill_detail = ""
     grade: Grade | None = None
     detail = ""
     wt: CellWorktree | None = None
@@ -339,6 +346,7 @@ def run_cell(
             env_mounts=wt.env_mounts,
             review_output=review_dir,
             graph_file=inputs.graph_file,
+            max_turns=task.spec.skill_eval.max_turns if task.spec.skill_eval else None,
         )
         t0 = time.monotonic()
         outcome = run_phases(
@@ -352,7 +360,18 @@ def run_cell(
         timings["session_s"] = time.monotonic() - t0
         timings["agent_process_s"] = session.wall_s
         t0 = time.monotonic()
-        if review_dir is not None:
+        if task.spec.skill_eval is not None:
+            grade, skill_run, skill_detail = grade_skill_eval(
+                wt,
+                inputs.oracle_payloads.get(task.spec.skill_eval.grading),
+                session.transcript,
+                scratch=work / "capture",
+                with_plugin=arm.skills != "none",
+                session_kind=session.error_kind,
+                session_detail=session.error_detail,
+                judge=_judge(bench),
+            )
+        elif review_dir is not None:
             assert task.spec.review is not None
             if session.ok:
                 labels = inputs.oracle_payloads.get(task.spec.review.labels)
@@ -383,7 +402,10 @@ def run_cell(
     except (WfbenchError, OSError) as e:
         detail = f"{type(e).__name__}: {e}"
     kind = _error_kind(session, grade)
-    if review is not None:
+    if task.spec.skill_eval is not None and session is not None and grade is not None:
+        kind = skill_error_kind(session.ok, session.error_kind, grade, skill_run)
+        detail = detail or session.error_detail or skill_detail
+    elif review is not None:
         kind, detail = review.error_kind, review.detail
     elif session is not None and session.error_detail:
         detail = session.error_detail
@@ -485,6 +507,11 @@ def run_cell(
         review=review.score if review is not None else None,
         review_evidence_valid=review.valid if review is not None else None,
         review_artifact=review_artifact,
+        skill_eval=(
+            RunGrade.model_validate(redactor.deep(skill_run.model_dump(mode="json")))
+            if skill_run is not None
+            else None
+        ),
     )
     return record, write_record(folder, record)
 
@@ -511,6 +538,16 @@ def _redacted_run(run: PhaseResult | None, redactor: Redactor) -> PhaseResult | 
         return None
     tests = [t.model_copy(update={"id": redactor.text(t.id)}) for t in run.tests]
     return run.model_copy(update={"tests": tests, "detail": redactor.text(run.detail)})
+
+
+def _judge(bench: Benchmark) -> "MessagesJudge | None":
+    """The pinned judge of skill-eval llm/baseline graders, if bench.yaml names one."""
+    cfg = bench.config.judge
+    if cfg is None:
+        return None
+    from bench_assets.judge import MessagesJudge
+
+    return MessagesJudge(cfg, _secrets(cfg.env), os.environ)
 
 
 def _secrets(names: list[str]) -> dict[str, str]:

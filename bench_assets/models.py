@@ -314,6 +314,40 @@ class EnvironmentSpec(_Strict):
         return v
 
 
+class SkillEvalSpec(_Strict):
+    """An imported skill-eval case (``claude plugin eval`` / skill-creator): graded by the hidden
+    graders of ``oracle/<grading>`` (:mod:`bench_assets.skill_eval`), not by verify and a pytest
+    oracle. The run settings the case declares are kept as they were written."""
+
+    grading: str
+    """Name of the graders file among ``oracle.files`` (``skill_eval.json``)."""
+    source: Literal["claude-plugin-eval", "skill-creator"]
+    case: str
+    """The case's name (plugin eval) or id (skill-creator)."""
+    runs: int | None = Field(default=None, ge=1, le=50)
+    max_turns: int | None = Field(default=None, ge=1, le=200)
+    allowed_tools: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    model: str | None = None
+    append_system_prompt: str | None = None
+    description: str | None = None
+    expected_outcome: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("grading")
+    @classmethod
+    def _check_grading(cls, v: str) -> str:
+        return safe_relative_path(v, "skill_eval grading file")
+
+    @field_validator("env")
+    @classmethod
+    def _check_env(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = sorted(k for k in v if not re.match(r"^EVAL_[A-Z0-9_]*$", k))
+        if bad:
+            raise ValueError(f"env keys must match EVAL_[A-Z0-9_]*: {', '.join(bad)}")
+        return v
+
+
 class TaskSpec(_Strict):
     """One benchmark problem: ``tasks/<id>/task.yaml``."""
 
@@ -358,6 +392,9 @@ class TaskSpec(_Strict):
     review: ReviewSpec | None = None
     environment: EnvironmentSpec | None = None
     """Third-party packages the task needs (see :class:`EnvironmentSpec`); none by default."""
+    skill_eval: SkillEvalSpec | None = None
+    """An imported skill-eval case: graded by hidden transcript graders (see
+    :class:`SkillEvalSpec`); ``verify`` and the oracle are not run."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
@@ -403,6 +440,13 @@ class TaskSpec(_Strict):
             _nonblank(self.ref, "ref")
         if self.review is not None and self.review.labels not in self.oracle.files:
             raise ValueError(f"review.labels {self.review.labels!r} is not among oracle.files")
+        if self.skill_eval is not None:
+            if self.skill_eval.grading not in self.oracle.files:
+                raise ValueError(
+                    f"skill_eval.grading {self.skill_eval.grading!r} is not among oracle.files"
+                )
+            if self.review is not None:
+                raise ValueError("a task is a review task or a skill-eval case, not both")
         return self
 
     @property
@@ -1103,6 +1147,33 @@ class ApplyConfig(_Strict):
     """Replace the incumbent skill files with the overlay automatically (compare-and-swap)."""
 
 
+class JudgeConfig(_Strict):
+    """The judge model of skill-eval ``llm`` / ``baseline`` graders, pinned like the agent's.
+
+    Called from the harness through the model-API egress proxy (:mod:`bench_assets.judge`), 3
+    votes per grader per run (PASS on 2 of 3). Its list prices are required: a judge's cost is
+    recorded apart from the agent's and counted toward ``limits.max_spend_usd``, and an unknown
+    cost is not zero.
+    """
+
+    model: str
+    """A dated model id (an alias could change the judge under a fixed config)."""
+    input_usd_per_mtok: float = Field(gt=0)
+    output_usd_per_mtok: float = Field(gt=0)
+    api_base_url: ApiBaseUrl | None = None
+    """The model API (default: the host's ``ANTHROPIC_BASE_URL`` if named in ``env``, else the
+    Anthropic API)."""
+    env: list[str] = Field(default_factory=lambda: ["ANTHROPIC_API_KEY"])
+    """Host variables holding the credential (the egress proxy adds it to each request)."""
+    max_tokens: int = Field(default=1024, ge=16, le=8192)
+    timeout_s: float = Field(default=120.0, gt=0, le=1800)
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, v: str) -> str:
+        return check_model_id(v)
+
+
 class BenchConfig(_Strict):
     """The experiment: ``tasks/bench.yaml``."""
 
@@ -1126,6 +1197,9 @@ class BenchConfig(_Strict):
     sanitize: SanitizeConfig = Field(default_factory=SanitizeConfig)
     apply: ApplyConfig = Field(default_factory=ApplyConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    judge: JudgeConfig | None = None
+    """The judge of skill-eval tasks' ``llm`` / ``baseline`` graders (required when one has
+    any)."""
     """Adapter-wide settings: ``agents.claude_code.version`` pins the Claude Code CLI."""
 
     @field_validator("model")

@@ -14,7 +14,8 @@ it is written by its producer:
 In every format ``model_patch: null`` or a missing patch is an empty patch (graded as no work),
 ``model_name_or_path`` is optional and recorded in the cell record as the producer, ``run``,
 ``usage``, ``phases`` (per phase of a multi-session arm: its patch and usage) and ``review_output``
-(for a review arm: the text written to the review output file) are wfbench's own optional
+(for a review arm: the text written to the review output file) and ``transcript`` (the run's
+stream-json events, read by skill-eval graders) are wfbench's own optional
 fields, and every other field is kept as metadata (never an error). Several runs of one instance
 come either from ``run`` or from repeated instance ids, which
 take the next free run number in file order. Errors name the file, the line (or key, or list
@@ -42,6 +43,7 @@ OWN_FIELDS = (
     "usage",
     "phases",
     "review_output",
+    "transcript",
 )
 
 
@@ -69,6 +71,10 @@ class Prediction(BaseModel):
     review_output: str | None = None
     """For a review arm: the text the agent wrote to ``/review-output/review-output.json``
     (absent: it wrote nothing)."""
+    transcript: str | None = None
+    """The run's ``claude -p --output-format stream-json --verbose`` events, one JSON object per
+    line, exactly as printed (a list of event objects is accepted and written one per line). The
+    replay stores it as the cell's transcript; skill-eval graders read it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """The producer's other fields (bounded, see :data:`MAX_METADATA_BYTES`)."""
 
@@ -125,6 +131,13 @@ def _normalize(obj: Any, where: str, key_id: str | None) -> tuple[dict[str, Any]
             )
         obj = {**obj, "instance_id": key_id}
     common = {k: obj[k] for k in OWN_FIELDS if k in obj}
+    events = common.get("transcript")
+    if isinstance(events, list):
+        if not all(isinstance(e, dict) for e in events):
+            raise InputError(f"{where}: field 'transcript': a list must hold event objects")
+        common["transcript"] = "".join(
+            json.dumps(e, ensure_ascii=False, separators=(",", ":")) + "\n" for e in events
+        )
     if common.get("model_patch") is None:
         common["model_patch"] = ""
     if common.get("model_name_or_path") is None:

@@ -24,6 +24,7 @@ from bench_assets.hygiene import RunnerFileChange
 from bench_assets.phases import PhaseRecord
 from bench_assets.review_scoring import ReviewScore
 from bench_assets.runner import PhaseResult
+from bench_assets.skill_graders import RunGrade
 
 SCHEMA_VERSION = 4
 """2: per-test verify/oracle results and runner-file hygiene (trusted runner). 3: per-phase
@@ -139,6 +140,20 @@ class CellRecord(BaseModel):
     """Review arms: whether the review artifact (and the labels) parsed. None on other arms."""
     review_artifact: Artifact | None = None
     """Review arms: the agent's review as written (``review.json``), when it could be read."""
+    skill_eval: RunGrade | None = None
+    """Skill-eval tasks: every hidden grader's outcome and explanation, and the run score
+    (None on other tasks)."""
+
+    @property
+    def spend_usd(self) -> float | None:
+        """What the cell cost: the agent's session plus its judge calls (skill-eval tasks),
+        ``None`` when either is unknown. The spend cap counts this, not ``cost_usd`` alone."""
+        se = self.skill_eval
+        if self.cost_usd is None or (
+            se is not None and se.judge_called and se.judge_cost_usd is None
+        ):
+            return None
+        return self.cost_usd + (se.judge_cost_usd or 0.0 if se is not None else 0.0)
 
     @property
     def data_version(self) -> str:

@@ -90,6 +90,9 @@ class SessionContext:
     """The arm's phase this session is (``None`` for a one-session arm)."""
     max_budget_usd: float | None = None
     """This session's budget when the phase overrides the agent's ``max_budget_usd``."""
+    max_turns: int | None = None
+    """This session's turn cap when the task declares one (a skill-eval case's ``max_turns``),
+    in place of the agent's ``max_turns``."""
     review_output: Path | None = None
     """Review sessions: host folder mounted writable at ``/review-output`` (outside the
     worktree), where the agent writes its review; the worktree is then mounted read-only."""

@@ -531,8 +531,9 @@ class ClaudeCodeAdapter:
                 args += ["--allowedTools", tool]
         for tool in dict.fromkeys([*ALWAYS_DISALLOWED, *spec.disallowed_tools]):
             args += ["--disallowedTools", tool]
-        if spec.max_turns is not None:
-            args += ["--max-turns", str(spec.max_turns)]
+        turns = ctx.max_turns if ctx.max_turns is not None else spec.max_turns
+        if turns is not None:
+            args += ["--max-turns", str(turns)]
         budget = self.budget(ctx)
         if budget is not None:
             args += ["--max-budget-usd", f"{budget:g}"]
@@ -733,7 +734,7 @@ class ClaudeCodeAdapter:
             parsed,
             want,
             timeout_s=ctx.timeout_s,
-            max_turns=self._spec.max_turns,
+            max_turns=ctx.max_turns if ctx.max_turns is not None else self._spec.max_turns,
             max_budget_usd=self.budget(ctx),
             stop_reason=stop,
         )

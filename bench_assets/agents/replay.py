@@ -146,7 +146,10 @@ class ReplayAdapter:
 
 
 def _transcript(p: Prediction, phase: str | None) -> bytes:
-    """What the replay stores as its transcript: the producer, run, phase and the producer's
-    metadata."""
+    """What the replay stores as its transcript: the recorded stream-json transcript when the
+    prediction carries one (skill-eval graders read it), else the producer, run, phase and the
+    producer's metadata."""
+    if p.transcript is not None and phase is None:
+        return p.transcript.encode()
     doc = {"replayed": p.model_name_or_path, "run": p.run, "phase": phase, "metadata": p.metadata}
     return json.dumps(doc, default=str).encode()

@@ -116,8 +116,19 @@ def cells(
     help="Also write SWE-bench's report (resolved_ids, unresolved_ids, empty_patch_ids, "
     "error_ids, counts) for the graded predictions to FILE.",
 )
-@json_option("Print one full cell record per line.")
-def grade(predictions: Path, tasks_dir: Path, report_file: Path | None, as_json: bool) -> None:
+@click.option(
+    "--skills",
+    "skills",
+    type=click.Choice(["none", "incumbent"]),
+    default="none",
+    show_default=True,
+    help="The skill tree the graded runs had: skill-eval tasks grade a run 'with the plugin' "
+    "(incumbent: the two-arm exclusions are shown, not scored) or 'without' (none: omitted).",
+)
+@json_option("Print one full cell record per line (skill-eval tasks: every grader's outcome).")
+def grade(
+    predictions: Path, tasks_dir: Path, report_file: Path | None, skills: str, as_json: bool
+) -> None:
     """Grade predicted patches against the tasks, with no agent (like `swebench eval`).
 
     Each prediction's instance_id names a task; its patch is applied in a sanitized worktree
@@ -125,6 +136,10 @@ def grade(predictions: Path, tasks_dir: Path, report_file: Path | None, as_json:
     missing model_patch is an empty patch; model_name_or_path is recorded as the cell's producer;
     other fields are kept as metadata; repeated ids (or a `run` field) are several runs. Records
     are stored as ad-hoc cells (arm "grade"), never counted as evidence.
+
+    A task imported from a skill-eval suite (`wfbench import claude-plugin-eval` / `skill-creator`)
+    is graded by its hidden graders instead: they read the prediction's `transcript` (the run's
+    `claude -p --output-format stream-json --verbose` events) and the tree the patch produced.
     """
     from bench_assets import sandbox
     from bench_assets.agents.replay import ReplayAdapter, load_predictions
@@ -141,7 +156,7 @@ def grade(predictions: Path, tasks_dir: Path, report_file: Path | None, as_json:
     sandbox.preflight()
     artifacts = artifact_store()
     arm = ArmSpec.model_validate(
-        {"agent": {"adapter": "replay", "predictions": predictions.name}, "skills": "none"}
+        {"agent": {"adapter": "replay", "predictions": predictions.name}, "skills": skills}
     )
     inputs_by_task: dict[str, Any] = {}
     rows = []

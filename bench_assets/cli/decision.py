@@ -198,10 +198,27 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
             f"{e.generation or '(none)'}, data version {short(e.data_version)}, "
             f"{outcome}{counted}"
         )
+        for line in _grader_lines(e):
+            click.echo(f"      {line}")
     if doc.refused:
         click.echo("\nrefused as evidence:")
         for refused in doc.refused:
             click.echo(f"  {refused.task} {refused.cell}: {refused.reason}")
+
+
+def _grader_lines(e: Any) -> list[str]:
+    """A skill-eval evidence cell's per-grader outcomes, from its record (else nothing)."""
+    from bench_assets.cli.common import artifact_store
+    from bench_assets.errors import RecordCorrupt
+    from bench_assets.records import load_record
+    from bench_assets.skill_eval_export import grader_lines
+
+    cell = (e.pooled_from or "") if e.pooled else f"{e.arm}.r{e.run}"
+    try:
+        record = load_record(artifact_store().cell(e.task, cell, e.record_id) / "record.json")
+    except (OSError, RecordCorrupt, ValueError):
+        return []
+    return grader_lines(record)
 
 
 def _print_reviews(doc: "DecisionDocument") -> None:

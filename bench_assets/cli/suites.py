@@ -73,11 +73,25 @@ def import_swebench(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["swebench", "csv", "parquet"]),
+    type=click.Choice(["swebench", "csv", "parquet", "claude-plugin-eval"]),
     default="swebench",
     show_default=True,
     help="swebench: SWE-bench's report (resolved/unresolved/empty-patch/error ids) per arm and "
-    "run; csv/parquet: one row per cell with every record field.",
+    "run; csv/parquet: one row per cell with every record field; claude-plugin-eval: the "
+    "aggregate-result.json shape of `claude plugin eval` for the skill-eval tasks (per case, "
+    "arm, run and grader).",
+)
+@click.option(
+    "--with-arm",
+    default="with_plugin",
+    show_default=True,
+    help="claude-plugin-eval: the arm reported as 'with' the plugin.",
+)
+@click.option(
+    "--without-arm",
+    default="without_plugin",
+    show_default=True,
+    help="claude-plugin-eval: the arm reported as 'without' ('' for a one-arm document).",
 )
 @click.option(
     "--generation",
@@ -93,15 +107,26 @@ def import_swebench(
     metavar="FILE",
     help="Write here (default: stdout for swebench/csv; required for parquet).",
 )
-def export(tasks_dir: Path, fmt: str, generation: str, out: Path | None) -> None:
-    """Export cell results for other tools: SWE-bench's report shape, CSV or Parquet."""
+def export(
+    tasks_dir: Path,
+    fmt: str,
+    generation: str,
+    out: Path | None,
+    with_arm: str,
+    without_arm: str,
+) -> None:
+    """Export cell results for other tools: SWE-bench's report shape, CSV, Parquet, or
+    `claude plugin eval`'s result JSON."""
     from bench_assets.export import cell_rows, reports_by_arm
     from bench_assets.fsutil import atomic_write_text
 
     if fmt == "parquet" and out is None:
         fail("--format parquet writes a binary file: give --out FILE", EXIT_INVALID)
     records = _records(tasks_dir, generation)
-    if fmt == "swebench":
+    if fmt == "claude-plugin-eval":
+        doc = plugin_eval_export(tasks_dir, records, with_arm, without_arm or None)
+        text = json.dumps(doc, indent=2) + "\n"
+    elif fmt == "swebench":
         doc = {"generation": generation or None, "arms": reports_by_arm(records)}
         text = json.dumps(doc, indent=2) + "\n"
     else:
@@ -154,3 +179,99 @@ def _records(tasks_dir: Path, generation: str) -> list["CellRecord"]:
             EXIT_INVALID,
         )
     return out
+
+
+# --- skill-eval suites (issue 26): `import claude-plugin-eval`, `import skill-creator` ---------
+
+
+def _print_imported(results: list, tasks_dir: Path, quiet: bool) -> None:
+    for r in results:
+        click.echo(f"{r.status:<9} {r.instance_id}")
+        if r.diff and not quiet:
+            click.echo(r.diff, nl=False)
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "changed")}
+    unchanged = len(results) - sum(counts.values())
+    click.echo(
+        f"{len(results)} item(s): {counts['created']} created, {counts['changed']} changed, "
+        f"{unchanged} unchanged in {tasks_dir}"
+    )
+
+
+@import_group.command(name="claude-plugin-eval")
+@click.argument("plugin_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@tasks_option
+@click.option("--quiet", is_flag=True, help="Do not print the diff of changed cases.")
+def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) -> None:
+    """Import a plugin's `claude plugin eval` suite (PLUGIN_DIR/evals/**) as task folders.
+
+    Each case (a folder with prompt.md and/or case.yaml) becomes TASKS/<plugin>.<case>/: its
+    prompt; its runs, max_turns, timeout, allowed tools, env and model in task.yaml's skill_eval
+    section; the starting tree built once by its scaffold_script inside the sandbox; its graders
+    (regex, tool_used, tool_order, file_exists, llm, baseline) as the task's HIDDEN grading
+    (oracle/skill_eval.json), which the agent never sees. The plugin's skills/ become the
+    incumbent skills (TASKS/skills/, installed by `skills: incumbent` arms); the whole plugin
+    (agents, commands, hooks too, without its evals) is copied to TASKS/_plugins/<name>/ for a
+    claude-code arm's `plugin_dirs`. A field wfbench cannot honour (history_file, add_dirs,
+    MCP mocks, mock_calls, an unknown key) is refused with the file and field named. Re-importing
+    is idempotent; a changed case prints its diff. A fresh TASKS folder gets a bench.yaml with
+    with_plugin / without_plugin arms.
+    """
+    from bench_assets.skill_eval_import import import_plugin
+    from bench_assets.skill_eval_tasks import ensure_bench, needs_judge
+
+    tasks_dir.mkdir(parents=True, exist_ok=True)
+    results = import_plugin(plugin_dir, tasks_dir)
+    made = ensure_bench(tasks_dir, judge=needs_judge(tasks_dir))
+    if made is not None:
+        progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
+    _print_imported(results, tasks_dir, quiet)
+
+
+@import_group.command(name="skill-creator")
+@click.argument("evals_json", type=click.Path(path_type=Path, exists=True, dir_okay=False))
+@tasks_option
+@click.option("--quiet", is_flag=True, help="Do not print the diff of changed cases.")
+def import_skill_creator_cmd(evals_json: Path, tasks_dir: Path, quiet: bool) -> None:
+    """Import a skill-creator / agentskills.io evals/evals.json as task folders.
+
+    Each eval becomes TASKS/<skill_name>.<id>/: its prompt, its files (relative to the skill
+    root) in the starting tree, its assertions (or expectations: both spellings) as hidden llm
+    judge graders ({type: contains|not_contains, value} items as regex graders); an eval without
+    either is judged on its expected_output. The skill folder (the one holding evals/) becomes
+    the incumbent skill. Unknown fields are refused with the file and field named.
+    """
+    from bench_assets.skill_eval_creator import import_skill_creator
+    from bench_assets.skill_eval_tasks import ensure_bench, needs_judge
+
+    tasks_dir.mkdir(parents=True, exist_ok=True)
+    results = import_skill_creator(evals_json, tasks_dir)
+    made = ensure_bench(tasks_dir, judge=needs_judge(tasks_dir))
+    if made is not None:
+        progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
+    _print_imported(results, tasks_dir, quiet)
+
+
+def plugin_eval_export(
+    tasks_dir: Path, records: list["CellRecord"], with_arm: str, without_arm: str | None
+) -> dict:
+    """The `claude plugin eval` result document for the skill-eval tasks of ``tasks_dir``."""
+    from bench_assets.skill_eval import parse_grading
+    from bench_assets.skill_eval_export import plugin_eval_document
+
+    bench = load_benchmark(tasks_dir)
+    cases = {}
+    for tid in bench.task_ids():
+        task = bench.task(tid)
+        se = task.spec.skill_eval
+        if se is not None:
+            path = task.oracle_dir / se.grading
+            cases[tid] = (task.spec, parse_grading(path.read_bytes(), str(path)))
+    if not cases:
+        fail(f"{tasks_dir}: no skill-eval task (import one with `wfbench import`)", EXIT_INVALID)
+    return plugin_eval_document(
+        [r for r in records if r.task in cases],
+        cases,
+        with_arm=with_arm,
+        without_arm=without_arm,
+        root=str(bench.root),
+    )

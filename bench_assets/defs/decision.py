@@ -46,6 +46,7 @@ from bench_assets.gate import review as review_gate
 from bench_assets.gate.explain import integrity_lines, v2_lines
 from bench_assets.hashing import sha256_json, short
 from bench_assets.ledger import DecisionKind
+from bench_assets.skill_eval_export import report_section as skill_eval_section
 from bench_assets.store import ArtifactStore
 
 GROUP = "decision"
@@ -657,6 +658,7 @@ def benchmark_report(
     task_ids = decided_tasks(context.instance, bench.artifacts(), doc.generation)
     aggs = _load_aggregates(context.instance, task_ids)
     markdown = report_mod.render_markdown(doc, aggs)
+    markdown += _skill_eval_tables(context.instance, doc, bench, task_ids)
     folder = bench.artifacts().report(str(md["digest"]))
     md_path = atomic_write_text(folder / "report.md", markdown)
     html_path = atomic_write_text(folder / "report.html", report_mod.render_html(doc, aggs))
@@ -669,6 +671,30 @@ def benchmark_report(
             "markdown_path": dg.MetadataValue.path(str(md_path)),
         },
     )
+
+
+def _skill_eval_tables(
+    instance: dg.DagsterInstance, doc: Any, bench: BenchResource, task_ids: list[str]
+) -> str:
+    """The `claude plugin eval` tables of the decided skill-eval tasks: the evidence cells, plus
+    the latest comparator cells of arms the gate did not read (the "without" arm)."""
+    loaded = bench.load()
+    tasks = [t for t in task_ids if loaded.task(t).spec.skill_eval is not None]
+    if not tasks:
+        return ""
+    comparator_keys, _ = bench_cell_keys(str(bench.load_root()))
+    wanted = {
+        str(dg.MultiPartitionKey({"task": t, "cell": c})): (t, c)
+        for t in tasks
+        for c in comparator_keys
+    }
+    found = latest_metadata_by_partition(instance, "comparator_cells", wanted)
+    others = []
+    for pk, (t, c) in wanted.items():
+        view = load_cell(t, c, "comparator_cells", found[pk]) if pk in found else None
+        if view is not None:
+            others.append(view.record)
+    return skill_eval_section(doc, loaded, bench.artifacts(), others)
 
 
 def integrity_metadata(decision: gate_mod.Decision) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def cell_summary(
         "resolved": bool(record and record.resolved),
         "error_kind": record.error_kind.value if record and record.error_kind else None,
         "error_detail": record.error_detail if record else "record missing after the run",
-        "cost_usd": record.cost_usd if record else None,
+        "cost_usd": record.spend_usd if record else None,  # agent + judge (skill-eval)
     }
 
 

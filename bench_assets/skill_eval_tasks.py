@@ -1,0 +1,203 @@
+"""Shared by the skill-eval importers: a case rendered as task files, written idempotently.
+
+:func:`_task_files` renders one case (task.yaml with its ``skill_eval`` section, the hidden
+``oracle/skill_eval.json``, the starting tree as the inline ``repo/``); :func:`_write` writes
+planned cases, leaving an unchanged task alone and returning the unified diff of a changed one
+(as ``wfbench import swebench`` does); :func:`ensure_bench` writes a fresh folder's bench.yaml.
+Used by :mod:`bench_assets.skill_eval_import` and :mod:`bench_assets.skill_eval_creator`.
+"""
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from bench_assets.errors import InputError
+from bench_assets.fsutil import atomic_write_bytes
+from bench_assets.models import CLAUDE_CODE_VERSION, TASK_ID_RE, TaskSpec
+from bench_assets.skill_eval import GRADING_FILE, SkillEvalGrading
+from bench_assets.swebench import ImportedTask, _diff, _existing
+
+TASK_CLASS = "skill-eval"
+ALWAYS_PASSES = 'python -c "pass"'
+
+
+@dataclass(frozen=True)
+class _Planned:
+    task_id: str
+    files: dict[str, bytes]
+
+
+def _refuse_unknown(path: Path, keys: Any, allowed: frozenset[str], prefix: str = "") -> None:
+    for k in keys:
+        if k not in allowed:
+            raise InputError(f"{path}: field '{prefix}{k}': not a field of this format")
+
+
+def _task_id(*parts: str, where: str) -> str:
+    tid = ".".join(re.sub(r"[^A-Za-z0-9._-]+", "-", p).strip("-.") for p in parts)
+    if not TASK_ID_RE.match(tid) or ".." in tid:
+        raise InputError(f"{where}: cannot make a task id from {parts!r}")
+    return tid
+
+
+LABELS_FILE = "human-labels.yaml"
+PLUGINS_DIR = "_plugins"
+"""Where the whole plugin goes under the tasks folder (a ``_`` folder is never a task)."""
+
+
+def _grading(
+    doc: dict[str, Any], where: Path, sources: list[Path] | None = None
+) -> SkillEvalGrading:
+    try:
+        return SkillEvalGrading.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        if loc[:1] == ["labels"] or (loc[:1] == [] and "label" in err["msg"]):
+            where = where.parent / LABELS_FILE if where.name != LABELS_FILE else where
+        if loc[:1] == ["graders"] and len(loc) > 1 and loc[1].isdigit():
+            i = int(loc[1])
+            if sources is not None:
+                where = sources[i]
+            loc = [f"graders.{doc['graders'][i].get('name')}", *loc[3:]]  # drop the type tag
+        raise InputError(f"{where}: field '{'.'.join(loc)}': {err['msg']}") from None
+
+
+def _task_files(
+    task_id: str,
+    prompt: str,
+    settings: dict[str, Any],
+    grading: SkillEvalGrading,
+    tree: dict[str, bytes],
+    timeout_s: int | None,
+    tool: str,
+) -> dict[str, bytes]:
+    doc: dict[str, Any] = {
+        "id": task_id,
+        "class": TASK_CLASS,
+        "repo": "inline",
+        "prompt": prompt,
+        "verify": ALWAYS_PASSES,
+        "oracle": {"files": [GRADING_FILE]},
+        "skill_eval": {"grading": GRADING_FILE, **settings},
+    }
+    if timeout_s is not None:
+        doc["timeouts"] = {"session_s": timeout_s}
+    try:
+        TaskSpec.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        fld = ".".join(str(p) for p in err["loc"])
+        raise InputError(f"{task_id}: field '{fld}': {err['msg']}") from None
+    header = f"# Imported by `wfbench import {tool}`; re-import to update.\n"
+    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+    grading_json = json.dumps(grading.model_dump(mode="json", exclude_none=True), indent=2)
+    files = {"task.yaml": (header + body).encode(), f"oracle/{GRADING_FILE}": grading_json.encode()}
+    files.update({f"repo/{rel}": data for rel, data in tree.items()})
+    if not tree:
+        files["repo/.keep"] = b""
+    return files
+
+
+def _write(tasks: Path, planned: list[_Planned]) -> list[ImportedTask]:
+    results = []
+    for p in planned:
+        folder = tasks / p.task_id
+        old = _existing(folder)
+        if old == p.files:
+            results.append(ImportedTask(p.task_id, "unchanged", files=sorted(p.files)))
+            continue
+        for rel in set(old) - set(p.files):
+            (folder / rel).unlink()
+        for rel, data in p.files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(folder / rel, data)
+        status = "changed" if old else "created"
+        diff = _diff(old, p.files, p.task_id) if old else ""
+        results.append(ImportedTask(p.task_id, status, diff, sorted(p.files)))
+    return results
+
+
+def _write_tree(folder: Path, files: dict[str, bytes], label: str) -> ImportedTask:
+    """Mirror ``files`` into ``folder`` exactly (idempotent, with a diff when it changed)."""
+    old = _existing(folder)
+    if old == files:
+        return ImportedTask(label, "unchanged", files=sorted(files))
+    for rel in set(old) - set(files):
+        (folder / rel).unlink()
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(folder / rel, data)
+    return ImportedTask(
+        label, "changed" if old else "created", _diff(old, files, label) if old else ""
+    )
+
+
+def _write_skills(tasks: Path, skills: dict[str, bytes], label: str) -> ImportedTask | None:
+    """Merge the plugin's skills into the incumbent tree (``<tasks>/skills``), with a diff."""
+    if not skills:
+        return None
+    folder = tasks / "skills"
+    names = {rel.split("/", 1)[0] for rel in skills}
+    old = {rel: data for rel, data in _existing(folder).items() if rel.split("/", 1)[0] in names}
+    if old == skills:
+        return ImportedTask(label, "unchanged", files=sorted(skills))
+    for rel in set(old) - set(skills):
+        (folder / rel).unlink()
+    for rel, data in skills.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(folder / rel, data)
+    return ImportedTask(
+        label, "changed" if old else "created", _diff(old, skills, "skills") if old else ""
+    )
+
+
+def needs_judge(tasks: Path) -> bool:
+    """Whether any imported case under ``tasks`` has an llm/baseline grader."""
+    for path in sorted(tasks.glob(f"*/oracle/{GRADING_FILE}")):
+        try:
+            if SkillEvalGrading.model_validate_json(path.read_bytes()).needs_judge:
+                return True
+        except ValidationError:
+            continue
+    return False
+
+
+JUDGE_DEFAULT = {
+    "model": "claude-haiku-4-5-20251001",
+    "input_usd_per_mtok": 1.0,
+    "output_usd_per_mtok": 5.0,
+}
+"""The judge a fresh bench.yaml pins when a case has llm/baseline graders: the small fast model
+``claude plugin eval`` defaults to (reference §1.5), dated, at its list prices."""
+
+
+def ensure_bench(
+    tasks: Path, model: str = "claude-sonnet-4-5-20250929", *, judge: bool = True
+) -> Path | None:
+    """A bench.yaml with the two arms ``claude plugin eval`` compares, for a fresh folder (and
+    the judge pinned when ``judge``: some imported case has llm/baseline graders)."""
+    from bench_assets.fsutil import atomic_write_text
+
+    bench = tasks / "bench.yaml"
+    if bench.exists():
+        return None
+    (tasks / "skills").mkdir(parents=True, exist_ok=True)
+    doc = {
+        "model": model,
+        "runs": 3,
+        "arms": {
+            "with_plugin": {"agent": {"adapter": "claude-code"}, "skills": "incumbent"},
+            "without_plugin": {"agent": {"adapter": "claude-code"}, "skills": "none"},
+        },
+        "agents": {"claude_code": {"version": CLAUDE_CODE_VERSION}},
+    }
+    if judge:
+        doc["judge"] = dict(JUDGE_DEFAULT)
+    header = "# Written by `wfbench import` for a fresh folder: with and without the plugin.\n"
+    return atomic_write_text(bench, header + yaml.safe_dump(doc, sort_keys=False))

@@ -525,12 +525,24 @@ def _publish(
         f"# (base = its parent, pinned as ref; gold patch in {GOLD_FILE}; see mined.json).\n"
         f"# verify: {verify_detail}. Edit it freely: a re-import never rewrites this task.\n"
     )
-    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
     for name, data in oracle.items():
         atomic_write_bytes(staging / "oracle" / name, data)
     atomic_write_text(staging / MINED_FILE, mined.model_dump_json(indent=1) + "\n")
     atomic_write_text(staging / "task.yaml", header + body)
     publish_dir(staging, run.tasks / task_id)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (the prompt) as literal blocks, as a person would write them."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value and not any(c in value for c in "\r\t") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
 
 
 def _write_gold(tasks: Path, patches: dict[str, str]) -> Path:

@@ -116,8 +116,9 @@ def import_swebench(
 @click.option(
     "--pyproject-env",
     is_flag=True,
-    help="Also give each task the [project] dependencies of its base's pyproject.toml "
-    "(requirements*.txt are always used); built once per task from the package index.",
+    help="Give each task an environment with its base's declared dependencies "
+    "(requirements*.txt and pyproject.toml [project] dependencies), built once per task from "
+    "the package index (cells stay offline). Without it tasks use the harness's packages only.",
 )
 @json_option(
     "Print the report as JSON: every examined commit, accepted tasks, rejections by reason, "
@@ -140,7 +141,8 @@ def import_commits_cmd(
     file. Its task: base = the parent commit (pinned as ref), hidden oracle = the test files it
     changed, prompt = its message (oracle test names and quotes of the fix redacted), verify =
     the visible tests unrelated to the oracle that pass with the fix (else a default to edit),
-    environment = the base's requirements files. The gold patch (the non-test diff) goes to
+    environment = the base's declared dependencies with --pyproject-env. The gold patch (the
+    non-test diff) goes to
     TASKS/replays/commits-gold.jsonl.
 
     Each candidate is validated in the sandbox, on its sanitized template: the oracle runs 3

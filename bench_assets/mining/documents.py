@@ -36,6 +36,7 @@ RejectReason = Literal[
     "gold-fails",
     "bad-test-ids",
     "task-exists",
+    "harness-error",
 ]
 """Why a candidate was not imported (a closed set; the detail says more)."""
 

@@ -17,9 +17,11 @@ For every first-parent commit of the range (:mod:`.history`), oldest first:
      folders (a predictions file: ``wfbench grade --predictions`` replays it);
    - prompt = the commit message (a merge: with its branch's messages), redacted
      (:mod:`.leaks`); blank after redaction → ``prompt-empty``;
-   - environment = the base's requirements files (``requirements*.txt``, ``requirements/*.txt``;
-     ``pytest`` left out, the harness brings its own) and, with ``--pyproject-env``, its
-     ``pyproject.toml`` dependencies — the existing task environments, built once per task;
+   - environment (with ``--pyproject-env``; none otherwise, so an offline import needs no
+     index) = the base's requirements files (``requirements*.txt``, ``requirements/*.txt``;
+     ``pytest`` left out, the harness brings its own) and its ``pyproject.toml`` ``[project]``
+     dependencies — the existing task environments, built once per task from the index; a
+     build that fails rejects the candidate (``environment-failed``);
    - the sanitized template of the base is built with every oracle file and every file of the
      fix forbidden; the base holding one of them → ``leak-in-base``;
    - :func:`.validate.validate` decides ``fail_to_pass``, ``pass_to_pass`` and ``verify``.
@@ -44,7 +46,13 @@ from pydantic import ValidationError
 from bench_assets import gitrepo
 from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.discovery import discover_tests
-from bench_assets.errors import EnvironmentBuildError, InputError, SanitizeError
+from bench_assets.errors import (
+    CommandError,
+    EnvironmentBuildError,
+    InputError,
+    IntegrityError,
+    SanitizeError,
+)
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_text, publish_dir, remove_tree
 from bench_assets.hashing import sha256_bytes, sha256_json, sha256_text
 from bench_assets.mining import history, leaks
@@ -257,7 +265,13 @@ def _examine(run: _Run, commit: history.Commit) -> tuple[CandidateLine, bool]:
     if (run.tasks / task_id).exists():
         detail = f"{run.tasks / task_id} exists and was not mined from this commit: left alone"
         return _line(commit, subject, "rejected", reason="task-exists", detail=detail), False
-    reason, detail, notes = _candidate(run, commit, parts, rules, task_id, subject)
+    try:
+        reason, detail, notes = _candidate(run, commit, parts, rules, task_id, subject)
+    except (CommandError, IntegrityError) as e:
+        # A harness step failed on this commit (git, the sanitizer): say so, do not cache it
+        # (it may not recur), and go on with the next commit.
+        detail = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        return _line(commit, subject, "rejected", reason="harness-error", detail=detail), True
     status: Literal["accepted", "rejected"] = "accepted" if reason is None else "rejected"
     _record(
         run,
@@ -334,8 +348,10 @@ def _requirements(top: Path, parent: str) -> tuple[list[str], list[str]]:
 
 
 def _environment(run: _Run, parent: str) -> EnvironmentSpec | None:
+    if not run.options.pyproject_env:
+        return None
     reqs, _ = _requirements(run.top, parent)
-    pyproject = run.options.pyproject_env and history.blob(run.top, parent, "pyproject.toml")
+    pyproject = history.blob(run.top, parent, "pyproject.toml") is not None
     if not reqs and not pyproject:
         return None
     return EnvironmentSpec(requirements=reqs, pyproject=bool(pyproject))

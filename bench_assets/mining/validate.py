@@ -11,7 +11,8 @@ will see.
 Order, cheapest rejection first:
 
 1. base, once: no oracle test failed (and the oracle collected) → ``no-fail-to-pass``;
-2. gold, once: no test failed on base and passed with gold → ``no-fail-to-pass``;
+2. gold, once: no test failed on base and passed with gold → ``gold-fails`` when oracle tests
+   fail or error with the gold patch, else ``no-fail-to-pass``;
 3. both trees ``repeats - 1`` more times; then ``flaky`` (a test's outcome differs between runs of
    the same tree), ``gold-fails`` (an oracle test fails or errors with the gold patch, or the
    oracle does not collect), ``no-fail-to-pass``;
@@ -243,7 +244,7 @@ def validate(
         if not _fail_to_pass(base.runs[:1], gold_tree.runs[:1]):
             if base_second is not None:
                 base_second.result()
-            return Verdict("no-fail-to-pass", _why_none(base.runs, gold_tree.runs), runs=2)
+            return _no_fail_to_pass(base.runs[:1], gold_tree.runs[:1])
         verify_run = pool.submit(_verify_run, gold_tree, box, verify_candidates, scratch)
         problems = [p for p in (more(gold_tree), base_second and base_second.result()) if p]
         verify = verify_run.result()
@@ -266,6 +267,20 @@ def _fail_to_pass(base: list[_Run], gold: list[_Run]) -> list[str]:
         if all(_base_outcome(r, t) in _FAILING for r in base)
         and all(_gold_outcome(r, t) == "passed" for r in gold)
     ]
+
+
+def _no_fail_to_pass(base: list[_Run], gold: list[_Run]) -> Verdict:
+    """``gold-fails`` when the fix leaves oracle tests failing, else ``no-fail-to-pass``."""
+    failing = [t for t in _all_ids(base, gold) if _gold_outcome(gold[0], t) in _FAILING]
+    if gold[0].collect_errors:
+        n = gold[0].collect_errors
+        return Verdict("gold-fails", f"the oracle has {n} collection error(s) with the gold patch")
+    if failing:
+        return Verdict(
+            "gold-fails",
+            f"{len(failing)} oracle test(s) fail with the gold patch: {_short(failing)}",
+        )
+    return Verdict("no-fail-to-pass", _why_none(base, gold))
 
 
 def _why_none(base: list[_Run], gold: list[_Run]) -> str:

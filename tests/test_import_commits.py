@@ -421,7 +421,21 @@ def test_a_reimport_changes_nothing_and_a_new_range_adds_tasks(mined: dict[str, 
     assert full.seconds > 0 and full.seconds_per_candidate is not None
 
 
-# -- pure parts ---------------------------------------------------------------------------------
+# -- pure parts and refusals --------------------------------------------------------------------
+
+
+def test_bad_invocations_are_refused_before_any_work(tmp_path: Path) -> None:
+    both = CliRunner().invoke(
+        main, ["import", "commits", str(tmp_path), "--since", "2024-01-01", "--range", "a..b"]
+    )
+    assert both.exit_code == 2 and "--since and --range exclude each other" in both.output
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    res = CliRunner().invoke(
+        main, ["import", "commits", str(plain), "--tasks", str(tmp_path / "t")]
+    )
+    assert res.exit_code == 2 and "not a readable git repository" in res.output, res.output
+    assert not (tmp_path / "t").exists()
 
 
 def test_tests_are_recognised_by_pytest_config_and_convention() -> None:

@@ -151,6 +151,11 @@ def import_commits_cmd(
     candidate with no fail_to_pass, a flaky test, a gold patch that does not apply or does not
     pass, or a base tree holding the fix is not imported. One line per commit says what
     happened and why, with the time it took.
+
+    Re-running changes nothing: an imported task is never rewritten (edit its verify freely)
+    and every verdict is remembered in TASKS/.wfbench-mined/, so only new commits are
+    validated. Expect ~10-20 s per candidate on a small repository (bench/mine_commits.py
+    measures yours); a commit that is not a candidate costs ~0.1 s.
     """
     from bench_assets import sandbox
     from bench_assets.cli.common import artifact_store

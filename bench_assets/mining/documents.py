@@ -35,6 +35,7 @@ RejectReason = Literal[
     "flaky",
     "gold-fails",
     "bad-test-ids",
+    "invalid-task",
     "task-exists",
     "harness-error",
 ]

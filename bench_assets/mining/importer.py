@@ -421,7 +421,7 @@ def _candidate(
         if rules.is_test_module(name):
             try:
                 discovered += discover_tests(name, data)
-            except SyntaxError:
+            except (SyntaxError, ValueError):
                 pass
     message = history.message(top, commit)
     first = leaks.redact_prompt(message, leaks.oracle_names(discovered, oracle), gold_text)
@@ -500,7 +500,7 @@ def _candidate(
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        return "bad-test-ids", f"task.yaml would be invalid: {where}: {err['msg']}", []
+        return "invalid-task", f"task.yaml would be invalid: {where}: {err['msg']}", []
     mined = MinedTask(
         source=MinedSource(
             repo=str(top),

@@ -38,7 +38,7 @@ from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
 from bench_assets.mining import history, leaks
 from bench_assets.mining.documents import MinedTask, MineReport
-from bench_assets.mining.importer import GOLD_FILE
+from bench_assets.mining.folders import GOLD_FILE
 
 ENV = {
     "GIT_AUTHOR_NAME": "dev",

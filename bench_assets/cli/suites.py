@@ -159,7 +159,8 @@ def import_commits_cmd(
     """
     from bench_assets import sandbox
     from bench_assets.cli.common import artifact_store
-    from bench_assets.mining.importer import GOLD_FILE, Options, import_commits, render_line
+    from bench_assets.mining.folders import GOLD_FILE, render_line
+    from bench_assets.mining.importer import Options, import_commits
 
     if since and revrange:
         fail("--since and --range exclude each other: give one", EXIT_INVALID)

@@ -11,6 +11,7 @@ The work is split by hazard, each module plain Python (no Dagster):
   base with the gold patch, three times each, through the trusted runner;
 - :mod:`.documents` — the typed documents: a task's ``mined.json``, the import ledger and the
   ``--json`` report;
+- :mod:`.folders` — the files written: task folders (atomically), the gold replays, the ledger;
 - :mod:`.importer` — the command's core: candidates → validation → task folders, gold replays,
   the ledger that makes a re-run change nothing.
 """

@@ -13,7 +13,7 @@ For every first-parent commit of the range (:mod:`.history`), oldest first:
      repository's real path;
    - hidden oracle = the test-side files the commit added or changed, at their post-commit bytes
      (``oracle-too-large`` beyond the task format's 16 files or the benchmark's size caps);
-   - gold = the diff of every non-test file, written to :data:`GOLD_FILE` outside the task
+   - gold = the diff of every non-test file, written to :data:`.folders.GOLD_FILE` outside the task
      folders (a predictions file: ``wfbench grade --predictions`` replays it);
    - prompt = the commit message (a merge: with its branch's messages), redacted
      (:mod:`.leaks`); blank after redaction → ``prompt-empty``;
@@ -32,7 +32,6 @@ import resumes where it stopped. ``--max N`` caps the candidates validated by on
 unchanged ones do not count), so a later run continues with the next ones.
 """
 
-import json
 import re
 import time
 from collections.abc import Callable
@@ -40,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import ValidationError
 
 from bench_assets import gitrepo
@@ -53,9 +51,9 @@ from bench_assets.errors import (
     IntegrityError,
     SanitizeError,
 )
-from bench_assets.fsutil import atomic_write_bytes, atomic_write_text, publish_dir, remove_tree
+from bench_assets.fsutil import remove_tree
 from bench_assets.hashing import sha256_bytes, sha256_json, sha256_text
-from bench_assets.mining import history, leaks
+from bench_assets.mining import folders, history, leaks
 from bench_assets.mining.documents import (
     MINER,
     CandidateLine,
@@ -72,10 +70,6 @@ from bench_assets.models import EnvironmentSpec, TaskSpec
 from bench_assets.sanitize import build_template
 from bench_assets.store import ArtifactStore
 
-GOLD_FILE = "replays/commits-gold.jsonl"
-"""Where the gold patches go, relative to the tasks folder."""
-LEDGER_DIR = ".wfbench-mined"
-MINED_FILE = "mined.json"
 TASK_CLASS = "commit"
 ALWAYS_PASSES = 'python -c "pass"'
 MAX_ORACLE_FILES = 16
@@ -142,26 +136,6 @@ def repo_slug(top: Path) -> str:
     return slug or "repo"
 
 
-def ensure_bench(tasks: Path) -> Path | None:
-    """A minimal bench.yaml (one ``gold`` replay arm) for a fresh tasks folder; None if present."""
-    bench = tasks / "bench.yaml"
-    if bench.exists():
-        return None
-    (tasks / "skills").mkdir(parents=True, exist_ok=True)
-    if not (tasks / GOLD_FILE).exists():
-        (tasks / GOLD_FILE).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(tasks / GOLD_FILE, "")
-    doc = {
-        "model": "claude-sonnet-4-5-20250929",
-        "runs": 1,
-        "arms": {
-            "gold": {"agent": {"adapter": "replay", "predictions": GOLD_FILE}, "skills": "none"}
-        },
-    }
-    header = "# Written by `wfbench import commits` for a fresh folder: edit the arms to taste.\n"
-    return atomic_write_text(bench, header + yaml.safe_dump(doc, sort_keys=False))
-
-
 def import_commits(
     repo: Path,
     tasks: Path,
@@ -182,11 +156,11 @@ def import_commits(
     except Exception as e:
         raise InputError(f"{repo}: not a readable git repository: {e}") from None
     tasks.mkdir(parents=True, exist_ok=True)
-    ensure_bench(tasks)
+    folders.ensure_bench(tasks)
     bench = load_benchmark(tasks)
     slug = repo_slug(top)
-    ledger_path = tasks / LEDGER_DIR / f"{slug}-{sha256_text(str(top))[:8]}.json"
-    ledger = _load_ledger(ledger_path, top)
+    ledger_path = tasks / folders.LEDGER_DIR / f"{slug}-{sha256_text(str(top))[:8]}.json"
+    ledger = folders.load_ledger(ledger_path, top)
     commits = history.list_commits(top, since=options.since, revrange=options.revrange)
     run = _Run(top, tasks, bench, artifacts, options, slug, ledger, ledger_path)
     validated = 0
@@ -254,7 +228,7 @@ def _examine(run: _Run, commit: history.Commit) -> tuple[CandidateLine, bool]:
     if why is not None:
         return _line(commit, subject, "skipped", reason=why), False
     task_id = f"{run.slug}-{commit.sha[:12]}"
-    mined = _mined(run.tasks / task_id)
+    mined = folders.read_mined(run.tasks / task_id)
     if mined is not None and mined.source.commit == commit.sha:
         return _line(commit, subject, "unchanged", task_id=task_id, cached=True), False
     entry = run.ledger.entries.get(commit.sha)
@@ -292,33 +266,10 @@ def _examine(run: _Run, commit: history.Commit) -> tuple[CandidateLine, bool]:
     return _line(commit, subject, status, **kw), True
 
 
-def _mined(folder: Path) -> MinedTask | None:
-    path = folder / MINED_FILE
-    if not path.is_file():
-        return None
-    try:
-        return MinedTask.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, OSError, UnicodeDecodeError):
-        return None
-
-
-def _load_ledger(path: Path, top: Path) -> MineLedger:
-    if not path.is_file():
-        return MineLedger(repo=str(top))
-    try:
-        return MineLedger.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValidationError as e:
-        raise InputError(
-            f"{path}: not a valid import ledger ({e.errors()[0]['msg']}); "
-            "delete it to examine every commit again"
-        ) from None
-
-
 def _record(run: _Run, sha: str, entry: LedgerEntry) -> None:
     entries = {**run.ledger.entries, sha: entry}
     run.ledger = run.ledger.model_copy(update={"entries": entries})
-    run.ledger_path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run.ledger_path, run.ledger.model_dump_json(indent=1) + "\n")
+    folders.save_ledger(run.ledger_path, run.ledger)
 
 
 def _requirements(top: Path, parent: str) -> tuple[list[str], list[str]]:
@@ -515,80 +466,9 @@ def _candidate(
             template_sha=template.info.sanitized_sha,
             template_checks=template.info.checks,
         ),
-        gold_file=GOLD_FILE,
+        gold_file=folders.GOLD_FILE,
         gold_sha256=sha256_bytes(gold_bytes),
     )
-    _publish(run, task_id, doc, oracle, mined, commit, v.verify_detail)
-    _write_gold(run.tasks, {task_id: gold_text})
+    folders.publish_task(run.tasks, task_id, doc, oracle, mined)
+    folders.write_gold(run.tasks, {task_id: gold_text})
     return None, verdict.detail, prompt.notes
-
-
-def _publish(
-    run: _Run,
-    task_id: str,
-    doc: dict[str, Any],
-    oracle: dict[str, bytes],
-    mined: MinedTask,
-    commit: history.Commit,
-    verify_detail: str,
-) -> None:
-    """Write the task folder in a staging folder, then move it into place at once."""
-    staging = run.tasks / LEDGER_DIR / f"staging-{task_id}"
-    if staging.exists():
-        remove_tree(staging)
-    header = (
-        f"# Mined by `wfbench import commits` from {run.top} commit {commit.sha}\n"
-        f"# (base = its parent, pinned as ref; gold patch in {GOLD_FILE}; see mined.json).\n"
-        f"# verify: {verify_detail}. Edit it freely: a re-import never rewrites this task.\n"
-    )
-    body = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-    for name, data in oracle.items():
-        atomic_write_bytes(staging / "oracle" / name, data)
-    atomic_write_text(staging / MINED_FILE, mined.model_dump_json(indent=1) + "\n")
-    atomic_write_text(staging / "task.yaml", header + body)
-    publish_dir(staging, run.tasks / task_id)
-
-
-class _Dumper(yaml.SafeDumper):
-    """Multi-line strings (the prompt) as literal blocks, as a person would write them."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value and not any(c in value for c in "\r\t") else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def _write_gold(tasks: Path, patches: dict[str, str]) -> Path:
-    """Merge gold patches into the gold predictions file (keyed by task id)."""
-    path = tasks / GOLD_FILE
-    entries: dict[str, dict[str, Any]] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                obj = json.loads(line)
-                entries[obj["instance_id"]] = obj
-    for task_id, patch in patches.items():
-        entries[task_id] = {
-            "instance_id": task_id,
-            "model_name_or_path": "gold",
-            "model_patch": patch,
-        }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(json.dumps(entries[k], sort_keys=True) + "\n" for k in sorted(entries))
-    return atomic_write_text(path, text)
-
-
-def render_line(line: CandidateLine) -> str:
-    """The one printed line of a commit's verdict."""
-    what = line.task_id or line.reason or ""
-    cached = " (cached)" if line.cached and line.status == "rejected" else ""
-    detail = f": {line.detail}" if line.detail else ""
-    subject = line.subject if len(line.subject) <= 50 else line.subject[:49] + "…"
-    merge = " [merge]" if line.merge else ""
-    return (
-        f"{line.status:<9} {line.commit[:12]} {line.seconds:6.1f}s {what}{cached}{detail}"
-        f"  | {subject}{merge}"
-    )

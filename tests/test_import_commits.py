@@ -6,7 +6,8 @@ The repository is built here (:func:`build_history`), 11 commits, first-parent l
  #     commit                                           expected
 ====  ===============================================  ===========================================
  c0    root: calc/ops.py with bugs, visible tests       skipped (root-commit)
- c1    fix add() of negatives + a new test              accepted, f2p test_add_negative
+ c1    fix add() of negatives + a new test using a      accepted, f2p test_add_negative
+       fixture of tests/conftest.py
  c2    refactor without tests                           skipped (no-test-change)
  c3    docstring + a test that passes before the fix    rejected (no-fail-to-pass)
  c4    fix sub(); the message names the test and        accepted, prompt redacted
@@ -81,6 +82,7 @@ def test_sub_zero():
     assert sub(4, 4) == 0
 """
 TEST_MISC = "def test_truth():\n    assert 1 + 1 == 2\n"
+CONFTEST = "import pytest\n\n\n@pytest.fixture\ndef minus_three():\n    return -3\n"
 TEST_DIV = """\
 from calc.ops import div
 
@@ -162,11 +164,15 @@ def build_history(repo: Path) -> dict[str, str]:
         "calc/ops.py": ops,
         "tests/test_ops.py": TEST_OPS,
         "tests/test_misc.py": TEST_MISC,
+        "tests/conftest.py": CONFTEST,
         "setup.cfg": "[tool:pytest]\ntestpaths = tests\n",
     }
     shas["c0"] = _commit(repo, 0, "Initial calculator", base)
     ops = ops.replace("    if b < 0:\n        return a - b\n    return a + b", "    return a + b")
-    test_ops = TEST_OPS + "\n\ndef test_add_negative():\n    assert add(2, -3) == -1\n"
+    # The new test needs a fixture of tests/conftest.py, which the staged oracle must bring.
+    test_ops = (
+        TEST_OPS + "\n\ndef test_add_negative(minus_three):\n    assert add(2, minus_three) == -1\n"
+    )
     shas["c1"] = _commit(
         repo,
         1,
@@ -336,7 +342,10 @@ def test_exactly_the_right_commits_become_tasks_with_the_right_fail_to_pass(
         assert doc["ref"] == _git(mined["repo"], "rev-parse", f"{shas[name]}^1")
     m6 = yaml.safe_load((mined["tasks"] / _task_id(mined, "m6") / "task.yaml").read_text())
     assert m6["oracle"]["pass_to_pass"] == ["tests/test_div.py::test_div_plain"]
-    assert m6["oracle"]["files"] == ["tests/test_div.py"]
+    # The base's tests/conftest.py goes with the staged oracle (marked: the visible one differs).
+    assert m6["oracle"]["files"] == ["tests/conftest.py", "tests/test_div.py"]
+    staged = (mined["tasks"] / _task_id(mined, "m6") / "oracle/tests/conftest.py").read_bytes()
+    assert staged.startswith(CONFTEST.encode()) and staged != CONFTEST.encode()
     assert m6["verify"] == {"pytest": ["tests/test_misc.py", "tests/test_ops.py"]}
     assert "Return None from div() by zero" in m6["prompt"]  # the merged branch's message
     flaky = lines[shas["c8"]].detail

@@ -12,7 +12,10 @@ For every first-parent commit of the range (:mod:`.history`), oldest first:
    - base = the first parent, pinned as the task's ``ref`` (a full SHA); ``repo`` is the
      repository's real path;
    - hidden oracle = the test-side files the commit added or changed, at their post-commit bytes
-     (``oracle-too-large`` beyond the task format's 16 files or the benchmark's size caps);
+     (``oracle-too-large`` beyond the task format's 16 files or the benchmark's size caps). The
+     oracle is staged in a folder of its own, not under the repository's test folder, so the
+     base's ``conftest.py`` files of an oracle test's folder and its parents (the root one
+     applies anyway) go with it, each with a comment appended (:data:`CONFTEST_MARK`);
    - gold = the diff of every non-test file, written to :data:`.folders.GOLD_FILE` outside the task
      folders (a predictions file: ``wfbench grade --predictions`` replays it);
    - prompt = the commit message (a merge: with its branch's messages), redacted
@@ -36,7 +39,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -88,6 +91,9 @@ REQUIREMENTS_FILES = (
     "requirements/tests.txt",
 )
 _HARNESS_OWNED = frozenset({"pytest"})
+CONFTEST_MARK = b"\n# wfbench: staged beside the hidden tests (the visible copy is not)\n"
+"""Appended to a conftest copied into the oracle: its bytes then differ from the visible file's
+(the sanitizer refuses oracle bytes the agent can read), its behaviour does not."""
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -308,6 +314,21 @@ def _environment(run: _Run, parent: str) -> EnvironmentSpec | None:
     return EnvironmentSpec(requirements=reqs, pyproject=bool(pyproject))
 
 
+def _conftests(top: Path, parent: str, oracle: dict[str, bytes]) -> dict[str, bytes]:
+    """Copies of the base's ``conftest.py`` files the oracle's tests need (module docstring)."""
+    out: dict[str, bytes] = {}
+    for name in list(oracle):
+        folder = PurePosixPath(name).parent
+        while str(folder) not in (".", ""):
+            rel = f"{folder}/conftest.py"
+            if rel not in oracle and rel not in out:
+                data = history.blob(top, parent, rel)
+                if data is not None:
+                    out[rel] = data + CONFTEST_MARK
+            folder = folder.parent
+    return out
+
+
 def _import_paths(base_blobs: dict[str, str]) -> list[str]:
     paths = base_blobs.values()
     src = any(re.fullmatch(r"src/[^/]+/__init__\.py", p) for p in paths)
@@ -353,6 +374,9 @@ def _candidate(
         if data is None:
             return "not-text", f"{c.path} is not a file at {commit.sha[:12]} (a submodule?)", []
         oracle[c.path] = data
+    oracle.update(_conftests(top, commit.parent, oracle))
+    if len(oracle) > MAX_ORACLE_FILES:
+        return "oracle-too-large", f"{len(oracle)} oracle files with their conftests (max 16)", []
     too_big = [n for n, d in oracle.items() if len(d) > limits.oracle_file_bytes]
     if too_big or sum(map(len, oracle.values())) > limits.oracle_total_bytes:
         return "oracle-too-large", f"oracle files over the size caps: {too_big or 'total'}", []

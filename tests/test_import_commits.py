@@ -329,6 +329,8 @@ def test_exactly_the_right_commits_become_tasks_with_the_right_fail_to_pass(
         "c8": ("rejected", "flaky"),
     }, verdict
     assert shas["b1"] not in lines  # a merged branch's commit is part of its merge, never twice
+    rules = history.read_rules(mined["repo"], shas["c0"])  # the repository's own pytest config
+    assert (rules.source, rules.testpaths) == ("setup.cfg", ("tests",))
     expected = {
         "c1": ["tests/test_ops.py::test_add_negative"],
         "c4": ["tests/test_ops.py::test_sub_order"],
@@ -454,6 +456,15 @@ def test_tests_are_recognised_by_pytest_config_and_convention() -> None:
     assert rules.is_test("src/conftest.py") and not rules.is_test("src/pkg/mod.py")
     default = history.TestRules()
     assert default.is_test_module("test_inflection.py") and default.is_test_module("a/b_test.py")
+
+
+def test_import_paths_follow_pytest_pythonpath_and_the_src_layout() -> None:
+    from bench_assets.mining.importer import _import_paths
+
+    base = {"a": "src/pkg/__init__.py", "b": "lib/x.py", "c": "tests/test_x.py"}
+    rules = history.TestRules(pythonpath=("lib", "missing", "../up"))
+    assert _import_paths(base, rules) == ["lib", "src", "."]
+    assert _import_paths({"a": "pkg/__init__.py"}, history.TestRules()) == ["."]
 
 
 def test_paths_narrow_the_candidates() -> None:

@@ -9,7 +9,8 @@ never mined twice.
 A changed file is a **test** when the repository's pytest configuration says so (``python_files``
 and ``testpaths`` from ``pytest.ini``, ``pyproject.toml`` ``[tool.pytest.ini_options]``,
 ``tox.ini`` ``[pytest]`` or ``setup.cfg`` ``[tool:pytest]``, read at the parent commit as data)
-or by convention (a ``tests``/``test``/``testing`` folder, ``conftest.py``). A **test module** is
+or by convention (a ``tests``/``test``/``testing`` folder, ``conftest.py``); its ``pythonpath``
+becomes the task's import paths. A **test module** is
 a test file pytest would collect (a ``.py`` file matching ``python_files``, default
 ``test_*.py *_test.py``). A candidate changes at least one test module and at least one non-test
 Python file (the source); ``--paths`` keeps only commits touching a matching path.
@@ -53,6 +54,9 @@ class TestRules:
     python_files: tuple[str, ...] = DEFAULT_PYTHON_FILES
     testpaths: tuple[str, ...] = ()
     source: str = "pytest defaults"
+    pythonpath: tuple[str, ...] = ()
+    """pytest's ``pythonpath`` option: folders the tests import from (the task's import paths;
+    the trusted runner reads no ``pyproject.toml``/``setup.cfg``, so they must be declared)."""
 
     def is_test_module(self, path: str) -> bool:
         """A file pytest would collect tests from."""
@@ -102,7 +106,7 @@ def read_rules(repo: Path, commit: str) -> TestRules:
         section = section or {}
         files = _split(section.get("python_files", "")) or DEFAULT_PYTHON_FILES
         paths = _split(section.get("testpaths", ""))
-        return TestRules(files, paths, name)
+        return TestRules(files, paths, name, _split(section.get("pythonpath", "")))
     return TestRules()
 
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from bench_assets import gitrepo
 from bench_assets.catalog import Benchmark, load_benchmark
@@ -69,7 +69,7 @@ from bench_assets.mining.documents import (
     Status,
 )
 from bench_assets.mining.validate import Box, validate
-from bench_assets.models import EnvironmentSpec, TaskSpec
+from bench_assets.models import EnvironmentSpec, TaskSpec, WorktreePath
 from bench_assets.sanitize import build_template
 from bench_assets.store import ArtifactStore
 
@@ -95,6 +95,7 @@ CONFTEST_MARK = b"\n# wfbench: staged beside the hidden tests (the visible copy 
 """Appended to a conftest copied into the oracle: its bytes then differ from the visible file's
 (the sanitizer refuses oracle bytes the agent can read), its behaviour does not."""
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
+_WORKTREE_PATH: TypeAdapter[str] = TypeAdapter(WorktreePath)
 
 
 @dataclass(frozen=True)
@@ -329,10 +330,24 @@ def _conftests(top: Path, parent: str, oracle: dict[str, bytes]) -> dict[str, by
     return out
 
 
-def _import_paths(base_blobs: dict[str, str]) -> list[str]:
-    paths = base_blobs.values()
-    src = any(re.fullmatch(r"src/[^/]+/__init__\.py", p) for p in paths)
-    return ["src", "."] if src else ["."]
+def _import_paths(base_blobs: dict[str, str], rules: history.TestRules) -> list[str]:
+    """pytest's ``pythonpath`` folders, ``src`` for a src layout, and the top level."""
+    paths = list(base_blobs.values())
+    out: list[str] = []
+    for p in rules.pythonpath:
+        rel = p.strip("/").removeprefix("./") or "."
+        if rel == "." or any(x.startswith(rel + "/") for x in paths):
+            out.append(rel)
+    if any(re.fullmatch(r"src/[^/]+/__init__\.py", p) for p in paths):
+        out.append("src")
+    out.append(".")
+    valid = []
+    for rel in dict.fromkeys(out):
+        try:
+            valid.append(_WORKTREE_PATH.validate_python(rel))
+        except ValidationError:
+            continue
+    return valid
 
 
 def _verify_candidates(
@@ -415,7 +430,7 @@ def _candidate(
     except SanitizeError as e:
         return "leak-in-base", str(e), []
     env_spec = _environment(run, commit.parent)
-    box = Box(import_paths=tuple(_import_paths(base_blobs)))
+    box = Box(import_paths=tuple(_import_paths(base_blobs, rules)))
     if env_spec is not None:
         from bench_assets.environments import cell_mounts, ensure_environment
 

@@ -1,4 +1,5 @@
-"""Commands that bring task suites in and results out: ``import swebench``, ``export``."""
+"""Commands that bring task suites in and results out: ``import swebench``, ``import commits``,
+``export``."""
 
 import json
 from pathlib import Path
@@ -7,9 +8,17 @@ from typing import TYPE_CHECKING
 import click
 
 from bench_assets.catalog import load_benchmark
-from bench_assets.cli.common import EXIT_INVALID, fail, open_instance, progress, tasks_option
+from bench_assets.cli.common import (
+    EXIT_INVALID,
+    fail,
+    json_option,
+    open_instance,
+    progress,
+    tasks_option,
+)
 
 if TYPE_CHECKING:
+    from bench_assets.mining.documents import CandidateLine
     from bench_assets.records import CellRecord
 
 
@@ -65,6 +74,127 @@ def import_swebench(
     click.echo(
         f"{len(results)} instance(s): {counts['created']} created, {counts['changed']} changed, "
         f"{unchanged} unchanged; gold patches in {tasks_dir / GOLD_FILE}"
+    )
+
+
+# -- import commits ------------------------------------------------------------------------------
+
+
+@import_group.command(name="commits")
+@click.argument("repo", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@tasks_option
+@click.option(
+    "--since",
+    metavar="DATE",
+    default=None,
+    help="Only commits made since DATE (anything `git log --since` reads: 2024-01-01, "
+    "'3 months ago').",
+)
+@click.option(
+    "--range",
+    "revrange",
+    metavar="A..B",
+    default=None,
+    help="Only the first-parent commits of A..B (default: the whole first-parent history of "
+    "HEAD). A later, new range adds tasks; the same range again changes nothing.",
+)
+@click.option(
+    "--paths",
+    multiple=True,
+    metavar="GLOB",
+    help="Only commits that touch a path matching GLOB, or under folder GLOB (repeatable).",
+)
+@click.option(
+    "--max",
+    "max_candidates",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Validate at most N new candidates in this run (already imported or cached ones do "
+    "not count; the next run continues).",
+)
+@click.option(
+    "--pyproject-env",
+    is_flag=True,
+    help="Give each task an environment with its base's declared dependencies "
+    "(requirements*.txt and pyproject.toml [project] dependencies), built once per task from "
+    "the package index (cells stay offline). Without it tasks use the harness's packages only.",
+)
+@json_option(
+    "Print the report as JSON: every examined commit, accepted tasks, rejections by reason, "
+    "the time spent."
+)
+def import_commits_cmd(
+    repo: Path,
+    tasks_dir: Path,
+    since: str | None,
+    revrange: str | None,
+    paths: tuple[str, ...],
+    max_candidates: int | None,
+    pyproject_env: bool,
+    as_json: bool,
+) -> None:
+    """Mine validated tasks from the fix commits of the git repository REPO.
+
+    A candidate is a first-parent commit (a merge counts as its whole branch) that changes a
+    test module (by the repository's pytest configuration and conventional paths) and a source
+    file. Its task: base = the parent commit (pinned as ref), hidden oracle = the test files it
+    changed, prompt = its message (oracle test names and quotes of the fix redacted), verify =
+    the visible tests unrelated to the oracle that pass with the fix (else a default to edit),
+    environment = the base's declared dependencies with --pyproject-env. The gold patch (the
+    non-test diff) goes to
+    TASKS/replays/commits-gold.jsonl.
+
+    Each candidate is validated in the sandbox, on its sanitized template: the oracle runs 3
+    times on the base and 3 times with the gold patch. fail_to_pass (fails before, passes
+    after) and pass_to_pass are written to task.yaml, every run to TASKS/<id>/mined.json. A
+    candidate with no fail_to_pass, a flaky test, a gold patch that does not apply or does not
+    pass, or a base tree holding the fix is not imported. One line per commit says what
+    happened and why, with the time it took.
+
+    Re-running changes nothing: an imported task is never rewritten (edit its verify freely)
+    and every verdict is remembered in TASKS/.wfbench-mined/, so only new commits are
+    validated. Expect ~10-20 s per candidate on a small repository (bench/mine_commits.py
+    measures yours); a commit that is not a candidate costs ~0.1 s.
+    """
+    from bench_assets import sandbox
+    from bench_assets.cli.common import artifact_store
+    from bench_assets.mining.folders import GOLD_FILE, render_line
+    from bench_assets.mining.importer import Options, import_commits
+
+    if since and revrange:
+        fail("--since and --range exclude each other: give one", EXIT_INVALID)
+    sandbox.preflight()
+
+    def show(line: "CandidateLine") -> None:
+        if as_json:
+            progress(render_line(line))
+        else:
+            click.echo(render_line(line))
+
+    options = Options(
+        since=since,
+        revrange=revrange,
+        paths=paths,
+        max_candidates=max_candidates,
+        pyproject_env=pyproject_env,
+    )
+    report = import_commits(repo, tasks_dir, artifact_store(), options, on_line=show)
+    if as_json:
+        click.echo(report.model_dump_json(indent=2))
+        return
+    rejected = sum(len(v) for v in report.rejected_by_reason.values())
+    by_reason = ", ".join(f"{k} {len(v)}" for k, v in sorted(report.rejected_by_reason.items()))
+    per = (
+        f"{report.seconds_per_candidate:.1f} s per validated candidate"
+        if report.seconds_per_candidate is not None
+        else "nothing validated"
+    )
+    click.echo(
+        f"{report.commits} commit(s), {report.candidates} candidate(s): "
+        f"{len(report.accepted)} accepted, {len(report.unchanged)} unchanged, {rejected} rejected"
+        f"{f' ({by_reason})' if by_reason else ''}; {report.seconds:.1f} s ({per}); "
+        f"gold patches in {tasks_dir / GOLD_FILE}"
     )
 
 

@@ -41,8 +41,11 @@ demo: bootstrap
 demo-skill-eval: bootstrap
 	$(PY) -m tests.data.skill_eval.demo skill-eval-demo/tasks
 
+# The suite is mostly waiting on subprocesses (sandboxed runs, Dagster runs, servers), so more
+# workers than cores still pays: TEST_WORKERS=3 on CI's 2 cores. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 3
 test: bootstrap
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 ui: bootstrap
 	$(VENV)/bin/wfbench sync

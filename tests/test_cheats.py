@@ -50,6 +50,10 @@ from bench_assets.redact import Redactor
 from bench_assets.store import ArtifactStore
 from tests import cheat_payloads as cp
 
+# Under pytest-xdist (make test) this module stays on one worker:
+# the cheat corpus is graded once per module.
+pytestmark = pytest.mark.xdist_group("cheats")
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tasks"
 TASK_IDS = sorted(  # implementation tasks: review tasks run no tests (label scoring only)

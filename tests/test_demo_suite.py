@@ -30,6 +30,10 @@ from bench_assets.models import ArmSpec
 from bench_assets.redact import Redactor
 from bench_assets.store import ArtifactStore
 
+# Under pytest-xdist (make test) this module stays on one worker:
+# the demo patches are graded once per module.
+pytestmark = pytest.mark.xdist_group("demo_suite")
+
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tasks"
 REPLAYS = TASKS / "replays"

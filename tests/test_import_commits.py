@@ -112,6 +112,10 @@ import pytest
 
 from calc.ops import absolute
 
+# Under pytest-xdist (make test) this module stays on one worker:
+# the mined history is imported once per module.
+pytestmark = pytest.mark.xdist_group("import_commits")
+
 
 def test_absolute_float():
     assert absolute(-2.5) == 2.5

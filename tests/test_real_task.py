@@ -48,6 +48,10 @@ FAIL_TO_PASS = ["test_inflection.py::test_ordinal", "test_inflection.py::test_or
 SMOKE_TEST = """\
 import inflection
 
+# Under pytest-xdist (make test) this module stays on one worker:
+# the real sdist task is built once per module.
+pytestmark = pytest.mark.xdist_group("real_task")
+
 
 def test_camelize():
     assert inflection.camelize("device_type") == "DeviceType"

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.wfbench-installed
 export DAGSTER_HOME := $(CURDIR)/dagster_home
 
-.PHONY: bootstrap demo test ui check bench schema clean-artifacts
+.PHONY: bootstrap demo test ui check bench schema clean-artifacts docker-demo
 
 # `make ui` serves the reports folder here, so the decision's report link opens in the browser;
 # decisions made by `make demo` link to it too.
@@ -35,6 +35,12 @@ demo: bootstrap
 	$(VENV)/bin/wfbench cells
 	$(VENV)/bin/wfbench explain
 	$(VENV)/bin/wfbench ledger verify
+
+# `make demo` with every queued run in its own container on a real Docker engine (root; Debian:
+# `apt-get install docker.io mmdebstrap`). Images are built locally, no registry needed, and
+# cached; WHEELHOUSE=DIR installs the dependencies from DIR offline. deploy/docker/README.md.
+docker-demo: bootstrap
+	deploy/docker/demo.sh
 
 test: bootstrap
 	$(PY) -m pytest

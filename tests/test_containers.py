@@ -61,6 +61,7 @@ CACHE = Path(
 POOL = 2
 """``agent_sessions`` limit of the test bench: three cells, at most two at once."""
 ENGINE_START_S = 60.0
+LOCK_WAIT_S = 1200.0
 SERVER_START_S = 180.0
 EVOLVE_S = 600.0
 CONTAINED = (
@@ -115,11 +116,18 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     if dockerd is None or docker is None:
         pytest.skip("no dockerd/docker on PATH (Debian: apt-get install docker.io; .ci/run does)")
     CACHE.mkdir(parents=True, exist_ok=True)
+    # One engine per data root: another test worker (xdist) or `make docker-demo` may hold it.
     lock = (CACHE / "engine.lock").open("w")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pytest.skip(f"another process holds {CACHE / 'engine.lock'} (its engine uses the cache)")
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock.close()
+                pytest.skip(f"another engine held {CACHE / 'engine.lock'} for {LOCK_WAIT_S:.0f} s")
+            time.sleep(1)
     run = Path(tmp_path_factory.mktemp("dockerd", numbered=True))
     short = Path(f"/tmp/wfbench-dockerd-{os.getpid()}")  # a unix socket path must stay short
     short.mkdir(exist_ok=True)

@@ -186,6 +186,17 @@ def test_docker_launcher_translates_systempaths_as_the_docker_command_line_does(
     assert sent == [out]
 
 
+def test_docker_launcher_leaves_the_option_raw_for_podman() -> None:
+    """Podman's socket unmasks for the raw option and ignores empty lists: no translation there."""
+    if importlib.util.find_spec("dagster_docker") is None:
+        pytest.skip("dagster-docker is not installed (.ci/run installs it)")
+    from bench_assets.driver.docker_launcher import is_podman
+
+    podman = {"Components": [{"Name": "Podman Engine"}, {"Name": "Conmon"}], "Version": "4.3.1"}
+    docker = {"Components": [{"Name": "Engine"}, {"Name": "containerd"}], "Version": "20.10.24"}
+    assert is_podman(podman) and not is_podman(docker) and not is_podman({})
+
+
 PIN = re.compile(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.]*)")
 
 

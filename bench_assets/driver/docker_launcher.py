@@ -12,9 +12,11 @@ container (``500 … invalid --security-opt 2: "systempaths=unconfined"``; docke
 the unmerged fix docker/docker-py#3440, the same in docker/compose#9505).
 
 :class:`WfbenchDockerRunLauncher` makes the same translation as the command line, so
-``deploy/docker/dagster.yaml`` states the option once, with the meaning it has for ``docker run``
-and podman (whose Docker-compatible socket accepts it raw), and a real engine accepts it. Nothing
-else of the launcher changes. Configure it with::
+``deploy/docker/dagster.yaml`` states the option once, with the meaning it has for ``docker run``,
+and Docker's engine accepts it. Podman's Docker-compatible socket is the exception: it accepts the
+option raw and does *not* unmask for empty lists, so against podman (``GET /version`` names a
+"Podman Engine" component) the body goes unchanged. Nothing else of the launcher changes.
+Configure it with::
 
     run_launcher:
       module: bench_assets.driver.docker_launcher
@@ -62,12 +64,24 @@ def unmasking(create: Callable[..., Any]) -> Callable[..., Any]:
     return create_from_config
 
 
+def is_podman(version: dict[str, Any]) -> bool:
+    """Whether an engine's ``GET /version`` answer comes from podman's Docker-compatible API.
+
+    Podman accepts ``systempaths=unconfined`` raw and unmasks ``/proc`` for it, but ignores empty
+    ``MaskedPaths``/``ReadonlyPaths`` (measured with podman 4.3.1: bwrap then cannot mount proc),
+    so the translation is made for Docker's engine only.
+    """
+    components = version.get("Components") or []
+    return any(str(c.get("Name", "")).startswith("Podman") for c in components)
+
+
 class WfbenchDockerRunLauncher(DockerRunLauncher):  # type: ignore[misc]
-    """One container per run, with ``systempaths=unconfined`` translated for the engine API."""
+    """One container per run, with ``systempaths=unconfined`` translated for Docker's engine."""
 
     def _get_client(self, container_context: Any) -> Any:
         client = super()._get_client(container_context)
-        # The client is made for this one launch; only the call that posts the body is wrapped.
-        api = client.api
-        api.create_container_from_config = unmasking(api.create_container_from_config)
+        if not is_podman(client.version()):
+            # The client is made for this one launch; only the call that posts the body changes.
+            api = client.api
+            api.create_container_from_config = unmasking(api.create_container_from_config)
         return client

@@ -107,6 +107,13 @@ def _stop(proc: "subprocess.Popen[bytes]", grace_s: float = 20.0) -> None:
         proc.wait(timeout=10)
 
 
+def _unmount_under(folder: Path) -> None:
+    """Unmount whatever is still mounted below ``folder`` (deepest first)."""
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for point in sorted((m for m in mounts if m.startswith(f"{folder}/")), reverse=True):
+        subprocess.run(["umount", point], capture_output=True, check=False)
+
+
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     """dockerd on a private socket, its data root (images) cached under ``CACHE``."""
@@ -165,6 +172,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
             eng("rm", "-f", *left, check=False)
     finally:
         _stop(proc)
+        _unmount_under(short)  # dockerd leaves its exec root's netns/default bind-mounted
         shutil.rmtree(short, ignore_errors=True)
         lock.close()
 

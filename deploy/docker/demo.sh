@@ -23,13 +23,16 @@ work="$(mkdir -p "${WFBENCH_DOCKER_DEMO:-$repo/dagster_home/docker-demo}" && cd 
 port="${WFBENCH_CODE_PORT:-4266}"
 log() { echo "[docker-demo $(date +%T)] $*" >&2; }
 
-engine_pid="" names=()
+engine_pid="" names=() run=/tmp/wfbench-demo-dockerd
 cleanup() {
   [ ${#names[@]} -eq 0 ] || docker rm -f "${names[@]}" >/dev/null 2>&1 || true
   if [ -n "$engine_pid" ]; then
     log "stopping dockerd (pid $engine_pid)"
     kill "$engine_pid" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$engine_pid" 2>/dev/null || break; sleep 0.2; done
+    # dockerd leaves its exec root's netns/default bind-mounted
+    awk -v d="$run/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r \
+      | xargs -r -n1 umount 2>/dev/null || true
   fi
 }
 trap cleanup EXIT
@@ -39,7 +42,6 @@ if ! docker version >/dev/null 2>&1; then
   command -v dockerd >/dev/null || { echo "docker-demo: no engine answers and dockerd is not" \
     "installed (Debian: apt-get install docker.io mmdebstrap)" >&2; exit 2; }
   [ "$(id -u)" = 0 ] || { echo "docker-demo: starting dockerd needs root" >&2; exit 2; }
-  run=/tmp/wfbench-demo-dockerd
   mkdir -p "$run" "$cache"
   exec 9>"$cache/engine.lock"  # one engine per data root (tests/test_containers.py takes it too)
   flock -n 9 || { echo "docker-demo: another engine uses $cache/engine" >&2; exit 2; }

@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.wfbench-installed
 export DAGSTER_HOME := $(CURDIR)/dagster_home
 
-.PHONY: bootstrap demo demo-skill-eval test ui check bench schema clean-artifacts
+.PHONY: bootstrap demo demo-skill-eval docker-demo test ui check bench schema clean-artifacts
 
 # `make ui` serves the reports folder here, so the decision's report link opens in the browser;
 # decisions made by `make demo` link to it too.
@@ -40,6 +40,12 @@ demo: bootstrap
 # offline from real-CLI transcripts in two generations, with its own Dagster instance.
 demo-skill-eval: bootstrap
 	$(PY) -m tests.data.skill_eval.demo skill-eval-demo/tasks
+
+# `make demo` with every queued run in its own container on a real Docker engine (root; Debian:
+# `apt-get install docker.io mmdebstrap`). Images are built locally, no registry needed, and
+# cached; WHEELHOUSE=DIR installs the dependencies from DIR offline. deploy/docker/README.md.
+docker-demo: bootstrap
+	deploy/docker/demo.sh
 
 # The suite is mostly waiting on subprocesses (sandboxed runs, Dagster runs, servers), so more
 # workers than cores still pays: TEST_WORKERS=3 on CI's 2 cores. TEST_WORKERS=0 runs serially.

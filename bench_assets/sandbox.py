@@ -537,8 +537,16 @@ def preflight() -> None:
             f"start a contained process (exit {res.returncode}): {res.tail(600)}\n"
             "On Debian/Ubuntu hosts, unprivileged user namespaces may be disabled: "
             "`sudo sysctl -w kernel.unprivileged_userns_clone=1` (or, on Ubuntu 24.04+, "
-            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`); inside Docker, "
-            "run the container with --security-opt seccomp=unconfined. To try the other bwrap "
+            "`sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`). Inside a "
+            "container the sandbox needs all of: no seccomp filter, no AppArmor filter and an "
+            'unmasked /proc ("Can\'t mount proc" means /proc is masked) - with Docker or '
+            "podman `--security-opt seccomp=unconfined --security-opt apparmor=unconfined "
+            "--security-opt systempaths=unconfined` (through the Engine API: HostConfig."
+            "MaskedPaths=[] and ReadonlyPaths=[], which "
+            "bench_assets.driver.docker_launcher.WfbenchDockerRunLauncher sends for "
+            "systempaths=unconfined); on Kubernetes `hostUsers: false` with securityContext "
+            "`procMount: Unmasked` and Unconfined seccomp and AppArmor profiles "
+            "(deploy/README.md). To try the other bwrap "
             f"(system or bundled), point {BWRAP_ENV} at it."
         )
 

@@ -1,11 +1,13 @@
 """The example deployments in deploy/ are valid Dagster instance configs with matching pins.
 
-CI installs neither dagster-k8s nor dagster-docker, so each run launcher's own config schema is
-applied only when its package is importable; otherwise its module, class, required fields and the
-wfbench-specific settings (shared artifact root, tasks snapshot, sandbox permissions) are checked
-as data. Everything Dagster itself ships (the instance schema, PostgreSQL storage, the run queue,
-compute logs) is validated always, and each config is started as a real instance against the
-test PostgreSQL server with only the run launcher swapped for the default one.
+CI installs dagster-docker (``.ci/run``: ``deploy/requirements-docker.txt``) but not dagster-k8s,
+so each run launcher's own config schema is applied only when its package is importable; otherwise
+its module, class, required fields and the wfbench-specific settings (shared artifact root, tasks
+snapshot, sandbox permissions) are checked as data. The Docker file is also run for real on an
+engine by tests/test_containers.py; the Kubernetes one is not run anywhere (no cluster here).
+Everything Dagster itself ships (the instance schema, PostgreSQL storage, the run queue, compute
+logs) is validated always, and each config is started as a real instance against the test
+PostgreSQL server with only the run launcher swapped for the default one.
 """
 
 import importlib.util
@@ -28,7 +30,7 @@ ARTIFACTS = "/var/lib/wfbench/artifacts"
 
 LAUNCHERS = {
     "k8s": ("dagster_k8s", "K8sRunLauncher", "dagster-k8s"),
-    "docker": ("dagster_docker", "DockerRunLauncher", "dagster-docker"),
+    "docker": ("bench_assets.driver.docker_launcher", "WfbenchDockerRunLauncher", "dagster-docker"),
 }
 
 
@@ -142,7 +144,7 @@ def test_docker_run_launcher_settings() -> None:
 
 def test_docker_run_launcher_against_its_own_schema() -> None:
     if importlib.util.find_spec("dagster_docker") is None:
-        pytest.skip("dagster-docker is not installed (deliberately not in CI): schema not applied")
+        pytest.skip("dagster-docker is not installed (.ci/run installs it): schema not applied")
     launcher = load("docker")["run_launcher"]
     cls, config = configurable(launcher)
     assert_valid_for(cls, config)
@@ -152,6 +154,47 @@ def test_docker_run_launcher_against_its_own_schema() -> None:
         config.get("network"), config.get("networks"), config["container_kwargs"]
     )
     validate_docker_image(config["image"])
+    from dagster_docker import DockerRunLauncher
+
+    assert issubclass(cls, DockerRunLauncher), "only the engine call differs from upstream's"
+
+
+def test_docker_launcher_translates_systempaths_as_the_docker_command_line_does() -> None:
+    """``systempaths=unconfined`` leaves SecurityOpt and empties MaskedPaths and ReadonlyPaths
+    (the engine refuses the raw option); other options and bodies without it stay as they are."""
+    if importlib.util.find_spec("dagster_docker") is None:
+        pytest.skip("dagster-docker is not installed (.ci/run installs it)")
+    from bench_assets.driver.docker_launcher import unmask_system_paths, unmasking
+
+    shipped = load("docker")["run_launcher"]["config"]["container_kwargs"]["security_opt"]
+    body = {"Image": "x", "HostConfig": {"SecurityOpt": shipped, "Binds": ["a:/a:rw"]}}
+    out = unmask_system_paths(body)
+    assert out["HostConfig"] == {
+        "SecurityOpt": [o for o in shipped if o != "systempaths=unconfined"],
+        "Binds": ["a:/a:rw"],
+        "MaskedPaths": [],
+        "ReadonlyPaths": [],
+    }
+    assert out["Image"] == "x" and body["HostConfig"]["SecurityOpt"] == shipped, "not mutated"
+    only = unmask_system_paths({"HostConfig": {"SecurityOpt": ["systempaths=unconfined"]}})
+    assert only["HostConfig"]["SecurityOpt"] is None and only["HostConfig"]["MaskedPaths"] == []
+    plain = {"HostConfig": {"SecurityOpt": ["seccomp=unconfined"]}}
+    assert unmask_system_paths(plain) == plain and "MaskedPaths" not in plain["HostConfig"]
+    assert unmask_system_paths({"Image": "x"}) == {"Image": "x"}
+    sent: list[dict] = []
+    unmasking(lambda config, *a, **k: sent.append(config))(body, name=None)
+    assert sent == [out]
+
+
+def test_docker_launcher_leaves_the_option_raw_for_podman() -> None:
+    """Podman's socket unmasks for the raw option and ignores empty lists: no translation there."""
+    if importlib.util.find_spec("dagster_docker") is None:
+        pytest.skip("dagster-docker is not installed (.ci/run installs it)")
+    from bench_assets.driver.docker_launcher import is_podman
+
+    podman = {"Components": [{"Name": "Podman Engine"}, {"Name": "Conmon"}], "Version": "4.3.1"}
+    docker = {"Components": [{"Name": "Engine"}, {"Name": "containerd"}], "Version": "20.10.24"}
+    assert is_podman(podman) and not is_podman(docker) and not is_podman({})
 
 
 PIN = re.compile(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.]*)")

@@ -51,7 +51,8 @@ from tests.pg import PgServer, free_port, pg_server  # noqa: F401  (the session 
 from tests.test_deployment import code_server_up
 from tests.test_postgres import generation_bench, normalize
 
-pytestmark = pytest.mark.slow
+# Slow, and under pytest-xdist (make test) on one worker: one engine and one image build per module.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("containers")]
 
 BIN = Path(sys.executable).parent
 CACHE = Path(

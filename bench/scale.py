@@ -702,7 +702,18 @@ def main() -> None:
     ap.add_argument("--today", type=Path, default=None, help="a checkout of main's HEAD to compare")
     ap.add_argument("--today-json", type=Path, default=None, help="its saved `--json` results")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--report-only",
+        type=Path,
+        default=None,
+        help="print the table from a saved `--json` run (with --today-json) instead of measuring",
+    )
     args = ap.parse_args()
+    if args.report_only is not None:
+        saved = [SizeResult(**r) for r in json.loads(args.report_only.read_text())]
+        today_saved = json.loads(args.today_json.read_text()) if args.today_json else []
+        print(report(saved, today_saved))
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     os.chdir(REPO)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wfbench-scale-"))

@@ -441,8 +441,9 @@ warnings.filterwarnings("ignore")
 import dagster as dg
 from bench_assets.catalog import load_benchmark
 from bench_assets.store import ArtifactStore
-from bench_assets.driver.instance import (
-    input_job_tasks, input_jobs, run_pool_granularity, stale_input_tasks, sync_instance)
+from bench_assets.driver.inputs import (
+    input_job_tasks, input_jobs, run_pool_granularity, stale_input_tasks)
+from bench_assets.driver.instance import sync_instance
 from bench_assets.driver.runqueue import InProcessExecutor
 from bench_assets.driver.transaction import verify_stored_inputs
 root, art = sys.argv[1], sys.argv[2]

@@ -27,7 +27,7 @@ Dagster computes a partitioned dependency's input data version from materializat
 observation a binding was built from is not recorded per partition. ``tests/test_inputs_stale.py``
 checks that this rule and Dagster's resolver agree on what is stale.
 
-Pure: no Dagster import; the driver reads the metadata (``driver/instance.stale_input_tasks``).
+Pure: no Dagster import; the driver reads the metadata (``driver/inputs.input_status``).
 """
 
 import os

@@ -18,13 +18,8 @@ from bench_assets.catalog import load_benchmark
 from bench_assets.defs.inputs import CODE_VERSIONS, task_bindings
 from bench_assets.defs.resources import BenchResource, latest_metadata_by_partition
 from bench_assets.driver import evolve as evolve_mod
-from bench_assets.driver.instance import (
-    input_job_tasks,
-    input_jobs,
-    input_status,
-    materialize_inputs,
-    sync_instance,
-)
+from bench_assets.driver.inputs import input_job_tasks, input_jobs, input_status
+from bench_assets.driver.instance import materialize_inputs, sync_instance
 from bench_assets.driver.paying import CellPayer
 from bench_assets.driver.runqueue import InProcessExecutor
 from bench_assets.progress import GenerationTally

@@ -299,7 +299,8 @@ def build_task_inputs(
 
     Drives per-partition runs, so (like the weekly job's op) it imports the driver at run time.
     """
-    from bench_assets.driver.instance import StepFailed, materialize_task_inputs
+    from bench_assets.driver.inputs import materialize_task_inputs
+    from bench_assets.driver.instance import StepFailed
 
     tags = {BATCH_TAG: context.run_id}
     generation = context.run.tags.get("wfbench/generation")

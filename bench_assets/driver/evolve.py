@@ -34,15 +34,17 @@ from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.driver import services
-from bench_assets.driver.instance import (
-    StepFailed,
+from bench_assets.driver.inputs import (
     input_job_tasks,
     input_jobs,
     input_summary,
-    materialize,
-    materialize_decision,
     run_pool_granularity,
     stale_input_tasks,
+)
+from bench_assets.driver.instance import (
+    StepFailed,
+    materialize,
+    materialize_decision,
     sync_instance,
 )
 from bench_assets.driver.looks import sequential_looks

@@ -36,7 +36,8 @@ from bench_assets.cells import (
 )
 from bench_assets.defs.resources import latest_metadata_by_partition
 from bench_assets.documents import load_cell, load_decision
-from bench_assets.driver.instance import decision_records, input_status, latest_cells
+from bench_assets.driver.inputs import input_status
+from bench_assets.driver.instance import decision_records, latest_cells
 from bench_assets.errors import WfbenchError
 from bench_assets.generation import next_candidate_requeue, next_generation
 from bench_assets.input_state import INPUT_ASSETS
@@ -284,7 +285,7 @@ def stored_input_identities(
     built and nothing is written.
 
     Returns the identities and, for each task whose stored inputs cannot stand for it now, why:
-    the generation's own rule (:func:`bench_assets.driver.instance.input_status`: never
+    the generation's own rule (:func:`bench_assets.driver.inputs.input_status`: never
     materialized, a changed task folder, pinned ref or input setting, a new code version, out of
     step with an upstream input, a stored artifact gone).
     """

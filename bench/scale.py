@@ -33,7 +33,9 @@ the provenance tags), which is all the input phase and planning read.
 
 **Today's code** (``--today DIR``: a checkout of main's HEAD, e.g. ``git worktree add --detach
 /tmp/main-head main``) is measured by running *its* ``bench/scale.py --json`` on the same sizes,
-or read from a saved run (``--today-json FILE``). Its rows: ``plan (empty)``; ``inputs (repeat)``
+or read from a saved run (``--today-json FILE``), plus today's ``wfbench plan --json`` on a
+never-built suite (``--today-fresh-max``, default 100 tasks). Its rows: that fresh plan;
+``inputs (repeat)``
 as its unchanged input phase — a lower bound: ``wfbench inputs`` materializes every task in
 process, one run per task, while a generation launches one queued run per task with a run
 start-up each (it has no other way; an edited task costs the same); ``decide g0001``.
@@ -150,7 +152,7 @@ class Timed:
     stderr: str = ""
 
 
-def timed(label: str, argv: list[str], env: dict[str, str]) -> Timed:
+def timed(label: str, argv: list[str], env: dict[str, str], cwd: Path = REPO) -> Timed:
     """Run ``argv`` to its end; wall clock and the process's own peak RSS.
 
     The peak comes from ``/usr/bin/time -f %M``: a child forked straight from this (large)
@@ -168,7 +170,7 @@ def timed(label: str, argv: list[str], env: dict[str, str]) -> Timed:
             stdout=out,
             stderr=err,
             env=env,
-            cwd=REPO,
+            cwd=cwd,
             check=False,
         )
         wall = time.perf_counter() - start
@@ -500,7 +502,7 @@ FRESH, UNCHANGED, EDITED, DECIDE_ROW, PLAN_AFTER = (
 )
 ROWS = [FRESH, UNCHANGED, EDITED, DECIDE_ROW, PLAN_AFTER]
 TODAY_ROWS = {
-    FRESH: "plan (empty)",
+    FRESH: "plan (fresh)",
     UNCHANGED: "inputs (repeat)",
     EDITED: "inputs (repeat)",
     DECIDE_ROW: "decide g0001",
@@ -590,8 +592,12 @@ def run_size(n: int, work: Path, *, real_inputs: bool) -> SizeResult:
     return res
 
 
-def run_today(checkout: Path, sizes: list[int], work: Path, real_inputs_max: int) -> list[dict]:
-    """Today's ``bench/scale.py --json`` (in ``checkout``) on the same sizes; its results."""
+def run_today(
+    checkout: Path, sizes: list[int], work: Path, real_inputs_max: int, fresh_max: int
+) -> list[dict]:
+    """Today's ``bench/scale.py --json`` (in ``checkout``) on the same sizes, plus today's
+    ``wfbench plan --json`` on each never-built suite of at most ``fresh_max`` tasks (its own
+    bench measures ``plan (empty)`` only after ``wfbench inputs``)."""
     argv = [
         sys.executable,
         str(checkout / "bench" / "scale.py"),
@@ -607,7 +613,33 @@ def run_today(checkout: Path, sizes: list[int], work: Path, real_inputs_max: int
     _log(f"today's code: {' '.join(argv)}")
     proc = subprocess.run(argv, cwd=checkout, stdout=subprocess.PIPE, check=True)
     results: list[dict] = json.loads(proc.stdout)
+    for r in results:
+        n = int(r["tasks"])
+        if n > fresh_max:
+            continue
+        t = today_fresh_plan(checkout, n, work / "today-fresh")
+        r["times"]["plan (fresh)"], r["peaks"]["plan (fresh)"] = t.wall_s, t.peak_mb
     return results
+
+
+def today_fresh_plan(checkout: Path, n: int, work: Path) -> Timed:
+    """Today's ``wfbench plan --json`` on a fresh instance and a never-built suite of ``n``."""
+    root = make_suite(n, work / f"suite{n}")
+    home = work / f"home{n}"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    shutil.copy(checkout / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "WFBENCH_ARTIFACTS": str(work / f"art{n}"),
+        "WFBENCH_TASKS": str(root),
+    }
+    cli = [sys.executable, "-m", "bench_assets.cli"]
+    subprocess.run([*cli, "sync", "--tasks", str(root)], cwd=checkout, env=env, check=True)
+    return timed(
+        f"today {n}: fresh plan", [*cli, "plan", "--json", "--tasks", str(root)], env, cwd=checkout
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -702,6 +734,12 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None, help="keep suites and instances here")
     ap.add_argument("--today", type=Path, default=None, help="a checkout of main's HEAD to compare")
     ap.add_argument("--today-json", type=Path, default=None, help="its saved `--json` results")
+    ap.add_argument(
+        "--today-fresh-max",
+        type=int,
+        default=100,
+        help="time today's fresh plan up to this size (398 s at 1,000 tasks on a quiet machine)",
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument(
         "--report-only",
@@ -723,7 +761,9 @@ def main() -> None:
     if args.today_json is not None:
         today = json.loads(args.today_json.read_text())
     elif args.today is not None:
-        today = run_today(args.today.resolve(), sizes, work, args.real_inputs_max)
+        today = run_today(
+            args.today.resolve(), sizes, work, args.real_inputs_max, args.today_fresh_max
+        )
     results = []
     for n in sizes:
         results.append(run_size(n, work, real_inputs=n <= args.real_inputs_max))

@@ -1,52 +1,56 @@
-"""How the harness's bookkeeping grows with the number of tasks: synthetic suites of 10 to 3,000.
+"""How wfbench's bookkeeping grows with the number of tasks, side by side with today's code.
 
 A suite of N tasks is N copies of the demo task ``csv-quoted-fields`` (``t00000`` ...), with the
 demo's ``bench.yaml`` (3 arms x 3 runs = 9 cells per task), skills, candidate queue, and each
 predictions file holding the demo task's three lines once per copy. Every size gets a fresh
-Dagster instance (a copy of ``dagster_home/dagster.yaml``) and a fresh artifact root. Timed, each
-as a whole ``wfbench`` process (wall seconds, and its peak RSS from ``/usr/bin/time``):
+Dagster instance (a copy of ``dagster_home/dagster.yaml``) and a fresh artifact root. Each row is
+one whole process (wall seconds, and its peak RSS from ``/usr/bin/time``):
 
-* ``validate``, ``sync`` (first, then repeated: nothing to change);
-* ``inputs`` (first: binds, captures and builds every task; repeated: everything unchanged);
-* ``plan --json`` on the empty instance (every cell ``missing``/``candidate``);
-* ``plan --json`` after generation g0001 (cells recorded, decision made: candidate c0002 next)
-  and after g0002.
+* **fresh plan** — ``wfbench plan --json`` on the never-built suite (nothing stored, no record):
+  every cell ``missing``/``candidate``; the number of tasks whose inputs were built to plan it
+  is counted from its stderr (must be 0);
+* **inputs, unchanged** — a generation's input phase after the inputs were materialized: the
+  stored templates and oracles re-verified, the stale tasks found in bulk, and the input runs of
+  the stale ones launched and waited for (``INPUT_PHASE``); prints the runs launched (must be 0);
+* **inputs, 1 task edited** — the same after editing one task's prompt: exactly that task's
+  inputs rebuilt (one ``input_batch`` run);
+* **decide** — ``materialize_decision`` (aggregates, gate, report, ledger) over generation g0001;
+* **plan after g0001** — ``wfbench plan --json`` once g0001's cells are recorded;
 
-**What a "generation" is here.** Paying 9,000 real cells is far too slow for this machine, so a
-generation is *recorded*, not paid: for every cell the previous plan says ``run``, the script
-writes a real ``record.json`` (identity computed by the harness's own ``cell_identity`` from the
-stored inputs, usage from the predictions file, outcome from ``replays/expected.json``) and
-reports a runless materialization of the cell partition carrying exactly the metadata the cell
-asset writes (``defs.cells.cell_metadata`` = display fields + ``CellMaterialization``) and the
-record's data version. The decision is the real one: ``materialize_decision`` (aggregates for
-all tasks in one ranged run, gate, report, ledger) in its own timed process. g0002 then records
-only what the plan after g0001 says must run (candidate cells of c0002 + canaries).
+and the growth 1,000/100 of each row.
 
-Sizes above ``--real-inputs-max`` (default 1000) skip the two ``inputs`` timings: their input
-materializations are recorded the same way (task t00000's real inputs, copied with each task's
-own binding record), which is all planning reads.
+**What a "generation" is here.** Paying 9,000 real cells is far too slow for this machine, so
+g0001 is *recorded*, not paid: for every cell the fresh plan says ``run``, the script writes a real
+``record.json`` (identity computed by the harness's own ``cell_identity`` from the stored inputs,
+usage from the predictions file, outcome from ``replays/expected.json``) and reports a runless
+materialization of the cell partition carrying exactly the metadata the cell asset writes
+(``defs.cells.cell_metadata``) and the record's data version.
 
-Also measured, on the smallest size after g0002: the per-cell orchestration cost of a cell whose
-record is reused (no session runs), through the Dagster run path (``QueueExecutor``: a queued
-run per cell, launched by a daemon in its own process) and the in-process path
-(``InProcessExecutor``), with the instance bytes each path adds per cell.
+Sizes above ``--real-inputs-max`` (default 100) do not build every task's inputs: task t00000's
+real inputs are built, the others recorded from them the way Dagster records a materialization
+(each task's own binding record and source digest, code versions and upstream data versions in
+the provenance tags), which is all the input phase and planning read.
 
-With ``--compare-history`` each generation is also decided on a throwaway copy of the instance
-and artifacts with the pooled comparator history read one event-log query per comparator cell
-(the lookup before the bulk one), and the report puts the time spent in that lookup and the whole
-decide side by side: per-cell / bulk.
+**Today's code** (``--today DIR``: a checkout of main's HEAD, e.g. ``git worktree add --detach
+/tmp/main-head main``) is measured by running *its* ``bench/scale.py --json`` on the same sizes,
+or read from a saved run (``--today-json FILE``), plus today's ``wfbench plan --json`` on a
+never-built suite (``--today-fresh-max``, default 100 tasks). Its rows: that fresh plan;
+``inputs (repeat)``
+as its unchanged input phase — a lower bound: ``wfbench inputs`` materializes every task in
+process, one run per task, while a generation launches one queued run per task with a run
+start-up each (it has no other way; an edited task costs the same); ``decide g0001``.
 
-Run: ``.venv/bin/python bench/scale.py [--sizes 10,100,1000] [--json] [--workdir DIR]
-[--compare-history]``.
-Targets (the scale issue): plan after a generation at 1,000 tasks <= 10 s and <= 1 GB; growth of
-that plan 1,000/100 <= 12x.
+Run: ``.venv/bin/python bench/scale.py [--sizes 100,1000] [--today DIR | --today-json FILE]
+[--json] [--workdir DIR]``.
+Targets (issue 24): fresh plan at 1,000 tasks <= 10 s; the unchanged input phase at 1,000 tasks
+<= 10 s with 0 input runs; one edited task rebuilds exactly that task; decide at 1,000 tasks
+<= 10 s; growth 1,000/100 <= 12x for every row.
 """
 
 import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,6 +67,7 @@ import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
 from bench_assets import binding as binding_mod  # noqa: E402
+from bench_assets import input_state  # noqa: E402
 from bench_assets.agents.replay import cached_predictions  # noqa: E402
 from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
 from bench_assets.cellkeys import cell_key, identity_digest  # noqa: E402
@@ -70,20 +75,17 @@ from bench_assets.cells import SANDBOX_BACKEND, cell_identity, make_adapter  # n
 from bench_assets.defs.cells import cell_metadata  # noqa: E402
 from bench_assets.defs.resources import latest_metadata_by_partition  # noqa: E402
 from bench_assets.documents import CellMaterialization  # noqa: E402
-from bench_assets.driver.instance import INPUT_ASSETS  # noqa: E402
 from bench_assets.driver.plan import stored_input_identities  # noqa: E402
 from bench_assets.errorkinds import ErrorKind  # noqa: E402
 from bench_assets.hashing import sha256_json, sha256_text  # noqa: E402
+from bench_assets.input_state import INPUT_ASSETS  # noqa: E402
 from bench_assets.models import ReplayAgent  # noqa: E402
 from bench_assets.records import CellRecord, new_record_id, now_iso, write_record  # noqa: E402
 from bench_assets.store import ArtifactStore  # noqa: E402
 
 DEMO = REPO / "tasks"
 DEMO_TASK = "csv-quoted-fields"
-TARGET_PLAN_S = 10.0
-TARGET_PLAN_MB = 1024.0
 TARGET_GROWTH = 12.0
-ORCHESTRATION_CELLS = 8
 SCALE_ARMS = ("baseline", "workflow", "candidate_workflow")
 
 
@@ -150,7 +152,7 @@ class Timed:
     stderr: str = ""
 
 
-def timed(label: str, argv: list[str], env: dict[str, str]) -> Timed:
+def timed(label: str, argv: list[str], env: dict[str, str], cwd: Path = REPO) -> Timed:
     """Run ``argv`` to its end; wall clock and the process's own peak RSS.
 
     The peak comes from ``/usr/bin/time -f %M``: a child forked straight from this (large)
@@ -168,7 +170,7 @@ def timed(label: str, argv: list[str], env: dict[str, str]) -> Timed:
             stdout=out,
             stderr=err,
             env=env,
-            cwd=REPO,
+            cwd=cwd,
             check=False,
         )
         wall = time.perf_counter() - start
@@ -195,48 +197,45 @@ def wfbench(*args: str) -> list[str]:
     return [sys.executable, "-m", "bench_assets.cli", *args]
 
 
-def tree_bytes(path: Path) -> int:
-    total = 0
-    for dirpath, _, names in os.walk(path):
-        for name in names:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
-    return total
-
-
-def home_bytes(home: Path) -> int:
-    """The instance folder (sqlite storage, compute logs); the artifact root is elsewhere."""
-    return tree_bytes(home)
-
-
 # ------------------------------------------------------------------------------------------------
 # Recording state without paying for it
 
 
-def _report(instance: dg.DagsterInstance, asset: str, partition: str, md: dict, dv: str) -> None:
+def _report(
+    instance: dg.DagsterInstance,
+    asset: str,
+    partition: str,
+    md: dict,
+    dv: str,
+    tags: dict[str, str] | None = None,
+) -> None:
     instance.report_runless_asset_event(
         dg.AssetMaterialization(
-            asset, partition=partition, metadata=md, tags={"dagster/data_version": dv}
+            asset, partition=partition, metadata=md, tags={**(tags or {}), DV_TAG: dv}
         )
     )
+
+
+DV_TAG = "dagster/data_version"
 
 
 def record_inputs(instance: dg.DagsterInstance, bench: Benchmark, artifacts: ArtifactStore) -> int:
     """Input materializations of every task but t00000, from t00000's real ones (see docstring).
 
     Each task gets its own binding record (its id, repository identity, task-file digest and a
-    commit SHA of its own); the oracle, template and graph are the same content for every copy,
-    as ``wfbench inputs`` would find them.
+    commit SHA of its own) and its own source digest; the oracle, template, graph and environment
+    are the same content for every copy, as ``wfbench inputs`` would find them. Each event
+    carries the provenance Dagster writes (code version; the upstream partitions' data versions).
     """
     first = task_id(0)
     stored = {a: latest_metadata_by_partition(instance, a, [first])[first] for a in INPUT_ASSETS}
     model = binding_mod.load(Path(str(stored["task_bindings"]["record_path"])))
+    tasks = [t for t in bench.task_ids() if t != first]
+    sources = input_state.source_digests(bench, tasks)
+    code = {a: str(stored[a]["dagster/code_version"]) for a in INPUT_ASSETS}
+    up = input_state.partition_input_version
     n = 0
-    for task in bench.task_ids():
-        if task == first:
-            continue
+    for task in tasks:
         spec_digest = sha256_json(bench.task(task).spec.model_dump(mode="json", by_alias=True))
         sha = sha256_text(f"synthetic commit of {task}")[:40]
         b = model.model_copy(
@@ -250,19 +249,47 @@ def record_inputs(instance: dg.DagsterInstance, bench: Benchmark, artifacts: Art
         path = binding_mod.save(b, artifacts)
         md_b = {
             **_plain(stored["task_bindings"]),
+            input_state.SOURCE_KEY: sources[task],
             "resolved_sha": sha,
             "repo": f"inline: inline:{task}",
             "digest": b.digest,
             "record_path": dg.MetadataValue.path(str(path)),
         }
-        _report(instance, "task_bindings", task, md_b, b.digest)
+        cv = input_state.CODE_VERSION_TAG
+        iv = input_state.INPUT_VERSION_TAG
+        _report(instance, "task_bindings", task, md_b, b.digest, {cv: code["task_bindings"]})
         o = _plain(stored["oracle_snapshots"])
-        _report(instance, "oracle_snapshots", task, o, str(o["digest"]))
+        o_dv = str(stored["oracle_snapshots"]["data_version"])
+        _report(
+            instance,
+            "oracle_snapshots",
+            task,
+            o,
+            o_dv,
+            {cv: code["oracle_snapshots"], iv + "task_bindings": up(b.digest)},
+        )
         g = {**_plain(stored["sanitized_graphs"]), "source_sha": sha}
         _report(
-            instance, "sanitized_graphs", task, g, str(stored["sanitized_graphs"]["data_version"])
+            instance,
+            "sanitized_graphs",
+            task,
+            g,
+            str(stored["sanitized_graphs"]["data_version"]),
+            {
+                cv: code["sanitized_graphs"],
+                iv + "task_bindings": up(b.digest),
+                iv + "oracle_snapshots": up(o_dv),
+            },
         )
-        n += 3
+        _report(
+            instance,
+            "task_environments",
+            task,
+            _plain(stored["task_environments"]),
+            str(stored["task_environments"]["data_version"]),
+            {cv: code["task_environments"], iv + "task_bindings": up(b.digest)},
+        )
+        n += 4
     return n
 
 
@@ -401,95 +428,47 @@ warnings.filterwarnings("ignore")
 from bench_assets.catalog import load_benchmark
 from bench_assets.defs import decision, resources
 from bench_assets.driver.instance import materialize_decision
-if sys.argv[4] == "per-cell":  # the lookup before the bulk one: one event-log query per cell
-    decision.partition_materializations_by_partition = lambda inst, asset, keys, limit: {
-        k: resources.partition_materializations(inst, asset, k, limit) for k in keys}
-pooled = decision._pooled_history
 spent = []
-def timed_pooled(*a, **kw):
-    start = time.perf_counter()
-    try:
-        return pooled(*a, **kw)
-    finally:
-        spent.append(time.perf_counter() - start)
-decision._pooled_history = timed_pooled
 bench = load_benchmark(sys.argv[1])
 out = materialize_decision(dg.DagsterInstance.get(), bench.task_ids(), tasks_dir=str(bench.root),
     artifact_root=sys.argv[2], generation=sys.argv[3], aborted=False,
     progress=lambda m: print(m, file=sys.stderr))
-print(json.dumps({"decision": out["decision"].get("decision"),
-    "pooled_history_s": sum(spent) if spent else None}))
+print(json.dumps({"decision": out["decision"].get("decision")}))
 """
 
-
-# ------------------------------------------------------------------------------------------------
-# Per-cell orchestration: the Dagster run path vs in process
-
-
-def orchestration(
-    instance: dg.DagsterInstance, bench: Benchmark, artifacts: ArtifactStore, home: Path
-) -> dict[str, Any]:
-    """Reused comparator cells (no session) through the run queue and in process."""
-    from bench_assets.driver.runqueue import InProcessExecutor, Job, QueueExecutor
-
-    cells = [
-        (t, cell_key(a, r))
-        for t in bench.task_ids()
-        for a in bench.config.comparator_arms()
-        for r in range(bench.config.runs)
-    ]
-    out: dict[str, Any] = {}
-    for name, picked in (
-        ("in_process", cells[:ORCHESTRATION_CELLS]),
-        ("run_queue", cells[ORCHESTRATION_CELLS : 2 * ORCHESTRATION_CELLS]),
-    ):
-        jobs = [
-            Job(
-                ("comparator_cells",),
-                str(dg.MultiPartitionKey({"task": t, "cell": c})),
-                op_config={"comparator_cells": {"force": False, "generation": ""}},
-                tags={"dagster/partition/task": t, "dagster/partition/cell": c},
-                label=f"{t} {c}",
-            )
-            for t, c in picked
-        ]
-        before = home_bytes(home)
-        kwargs = {"tasks_dir": str(bench.root), "artifact_root": str(artifacts.root)}
-        ex: Any = (
-            InProcessExecutor(instance, **kwargs)
-            if name == "in_process"
-            else QueueExecutor(instance, **kwargs, progress=_log)
-        )
-        with ex:
-            start = time.perf_counter()
-            run_ids = [ex.submit(j) for j in jobs]
-            finished = []
-            while ex.pending():
-                finished += ex.poll(1.0)
-            wall = time.perf_counter() - start
-        failed = [f.job.label for f in finished if not f.ok]
-        if failed:
-            raise RuntimeError(f"{name}: cells failed: {failed}")
-        runs = [r for r in run_ids if r] or [f.run_id for f in finished]
-        durations = []
-        for run_id in runs:
-            stats = instance.get_run_stats(run_id)
-            if stats.start_time and stats.end_time:
-                durations.append(stats.end_time - stats.start_time)
-        mds = latest_metadata_by_partition(
-            instance, "comparator_cells", [j.partition for j in jobs]
-        )
-        reused = sum(1 for md in mds.values() if md.get("reused"))
-        out[name] = {
-            "cells": len(jobs),
-            "reused": reused,
-            "wall_s": wall,
-            "per_cell_s": wall / len(jobs),
-            "median_run_s": statistics.median(durations) if durations else None,
-            "home_bytes_per_cell": (home_bytes(home) - before) / len(jobs),
-        }
-        _log(f"orchestration {name}: {out[name]}")
-    return out
+INPUT_PHASE = """
+import sys, json, warnings
+from pathlib import Path
+warnings.filterwarnings("ignore")
+import dagster as dg
+from bench_assets.catalog import load_benchmark
+from bench_assets.store import ArtifactStore
+from bench_assets.driver.inputs import (
+    input_job_tasks, input_jobs, run_pool_granularity, stale_input_tasks)
+from bench_assets.driver.instance import sync_instance
+from bench_assets.driver.runqueue import InProcessExecutor
+from bench_assets.driver.transaction import verify_stored_inputs
+root, art = sys.argv[1], sys.argv[2]
+bench = load_benchmark(root)
+instance = dg.DagsterInstance.get()
+log = lambda m: print(m, file=sys.stderr)
+sync_instance(instance, bench)
+tasks = bench.task_ids()
+verify_stored_inputs(instance, bench, ArtifactStore(Path(art)), log, tasks=tasks)
+stale = stale_input_tasks(instance, bench, tasks)
+jobs = input_jobs([t for t in tasks if t in stale], tags={},
+    batched=run_pool_granularity(instance), slots=bench.config.limits.graph_builds)
+rebuilt = []
+with InProcessExecutor(instance, tasks_dir=str(bench.root), artifact_root=art) as ex:
+    for job in jobs:
+        ex.submit(job)
+    while ex.pending():
+        for done in ex.poll(1.0):
+            if not done.ok:
+                raise done.failure
+            rebuilt += input_job_tasks(done.job)
+print(json.dumps({"stale": len(stale), "runs": len(jobs), "rebuilt": rebuilt}))
+"""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -502,13 +481,9 @@ class SizeResult:
     cells: int
     times: dict[str, float] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
-    sizes: dict[str, int] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
     setup: dict[str, float] = field(default_factory=dict)
-    plans: dict[str, dict[str, int]] = field(default_factory=dict)
-    decisions: dict[str, str] = field(default_factory=dict)
-    orchestration: dict[str, Any] = field(default_factory=dict)
-    pooled_history: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    """generation -> lookup ("bulk", "per-cell") -> seconds in ``_pooled_history``."""
+    checks: dict[str, Any] = field(default_factory=dict)
 
 
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -518,29 +493,24 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-def _decide(
-    res: SizeResult, n: int, root: Path, art: Path, env: dict[str, str], generation: str, how: str
-) -> str:
-    """One timed ``DECIDE`` process with the given pooled-history lookup; its verdict."""
-    label = f"decide {generation}" + ("" if how == "bulk" else f" ({how})")
-    decided = timed(
-        f"{n}: {label}", [sys.executable, "-c", DECIDE, str(root), str(art), generation, how], env
-    )
-    res.times[label] = decided.wall_s
-    res.peaks[label] = decided.peak_mb
-    out = json.loads(decided.stdout.strip().splitlines()[-1])
-    res.pooled_history.setdefault(generation, {})[how] = out["pooled_history_s"]
-    return str(out["decision"])
+FRESH, UNCHANGED, EDITED, DECIDE_ROW, PLAN_AFTER = (
+    "fresh plan",
+    "inputs, unchanged",
+    "inputs, 1 task edited",
+    "decide",
+    "plan after g0001",
+)
+ROWS = [FRESH, UNCHANGED, EDITED, DECIDE_ROW, PLAN_AFTER]
+TODAY_ROWS = {
+    FRESH: "plan (fresh)",
+    UNCHANGED: "inputs (repeat)",
+    EDITED: "inputs (repeat)",
+    DECIDE_ROW: "decide g0001",
+    PLAN_AFTER: "plan (after g0001)",
+}
 
 
-def run_size(
-    n: int,
-    work: Path,
-    *,
-    real_inputs: bool,
-    measure_orchestration: bool,
-    compare_history: bool = False,
-) -> SizeResult:
+def run_size(n: int, work: Path, *, real_inputs: bool) -> SizeResult:
     _log(f"--- {n} tasks ---")
     root = make_suite(n, work / f"suite{n}")
     home, art = work / f"home{n}", work / f"art{n}"
@@ -558,217 +528,250 @@ def run_size(
     os.environ.update({k: env[k] for k in ("DAGSTER_HOME", "WFBENCH_ARTIFACTS", "WFBENCH_TASKS")})
     res = SizeResult(tasks=n, cells=n * 9)
 
-    def run(label: str, *args: str) -> Timed:
-        t = timed(f"{n}: {label}", wfbench(*args), env)
+    def row(label: str, t: Timed) -> Timed:
         res.times[label] = t.wall_s
         res.peaks[label] = t.peak_mb
         return t
 
-    run("validate", "validate", str(root))
-    run("sync", "sync", "--tasks", str(root))
-    run("sync (repeat)", "sync", "--tasks", str(root))
+    timed(f"{n}: sync", wfbench("sync", "--tasks", str(root)), env)
+    fresh = row(FRESH, timed(f"{n}: {FRESH}", wfbench("plan", "--json", "--tasks", str(root)), env))
+    plan = json.loads(fresh.stdout)
+    built = fresh.stderr.count("building its inputs directly")
+    res.checks["fresh plan: tasks whose inputs were built"] = built
+    res.notes[FRESH] = f"{built} built"
     instance = dg.DagsterInstance.get()
     artifacts = ArtifactStore(art)
+    start = time.perf_counter()
     if real_inputs:
-        run("inputs", "inputs", "--tasks", str(root))
-        run("inputs (repeat)", "inputs", "--tasks", str(root))
+        timed(f"{n}: inputs", wfbench("inputs", "--tasks", str(root)), env)
     else:
         timed(
             f"{n}: inputs of t00000",
             wfbench("inputs", "--tasks", str(root), "--task", task_id(0)),
             env,
         )
-        start = time.perf_counter()
         record_inputs(instance, load_benchmark(root), artifacts)
-        res.setup["record inputs"] = time.perf_counter() - start
-    res.sizes["after inputs"] = home_bytes(home)
-    plan = json.loads(run("plan (empty)", "plan", "--json", "--tasks", str(root)).stdout)
-    res.plans["empty"] = _counts(plan)
-    bench = load_benchmark(root)
-    for generation, candidate, label in (
-        ("g0001", "c0001-test-first", "plan (after g0001)"),
-        ("g0002", "c0002-plan-budget", "plan (after g0002)"),
-    ):
-        start = time.perf_counter()
-        k = record_generation(
-            instance, bench, artifacts, plan, generation=generation, candidate=candidate
+    res.setup["inputs"] = time.perf_counter() - start
+
+    def input_phase(label: str) -> dict[str, Any]:
+        t = row(
+            label,
+            timed(f"{n}: {label}", [sys.executable, "-c", INPUT_PHASE, str(root), str(art)], env),
         )
-        res.setup[f"record {generation} ({k} cells)"] = time.perf_counter() - start
-        res.sizes[f"{generation} cells"] = home_bytes(home)
-        if compare_history:
-            # The per-cell lookup decides on a copy of this state, after the real decision (so
-            # it, not the bulk lookup, gets any warm file cache), and is then thrown away.
-            twin_home, twin_art = work / f"home{n}-per-cell", work / f"art{n}-per-cell"
-            for src, dst in ((home, twin_home), (art, twin_art)):
-                shutil.rmtree(dst, ignore_errors=True)
-                shutil.copytree(src, dst)
-        res.decisions[generation] = _decide(res, n, root, art, env, generation, "bulk")
-        if compare_history:
-            twin_env = {**env, "DAGSTER_HOME": str(twin_home), "WFBENCH_ARTIFACTS": str(twin_art)}
-            verdict = _decide(res, n, root, twin_art, twin_env, generation, "per-cell")
-            if verdict != res.decisions[generation]:
-                raise RuntimeError(
-                    f"{generation}: per-cell history decided {verdict}, "
-                    f"bulk {res.decisions[generation]}"
-                )
-            shutil.rmtree(twin_home, ignore_errors=True)
-            shutil.rmtree(twin_art, ignore_errors=True)
-        res.sizes[f"after {generation}"] = home_bytes(home)
-        plan = json.loads(run(label, "plan", "--json", "--tasks", str(root)).stdout)
-        res.plans[generation] = _counts(plan)
-    res.sizes["artifacts"] = tree_bytes(art)
-    if measure_orchestration:
-        res.orchestration = orchestration(instance, bench, artifacts, home)
+        out: dict[str, Any] = json.loads(t.stdout.strip().splitlines()[-1])
+        res.notes[label] = f"{out['runs']} runs"
+        return out
+
+    out = input_phase(UNCHANGED)
+    res.checks["unchanged: input runs launched"] = out["runs"]
+    bench = load_benchmark(root)
+    start = time.perf_counter()
+    k = record_generation(
+        instance, bench, artifacts, plan, generation="g0001", candidate="c0001-test-first"
+    )
+    res.setup[f"record g0001 ({k} cells)"] = time.perf_counter() - start
+    decided = row(
+        DECIDE_ROW,
+        timed(
+            f"{n}: {DECIDE_ROW}", [sys.executable, "-c", DECIDE, str(root), str(art), "g0001"], env
+        ),
+    )
+    res.checks["decision g0001"] = json.loads(decided.stdout.strip().splitlines()[-1])["decision"]
+    after = row(
+        PLAN_AFTER,
+        timed(f"{n}: {PLAN_AFTER}", wfbench("plan", "--json", "--tasks", str(root)), env),
+    )
+    res.checks["plan after g0001 (run/reuse)"] = _counts(json.loads(after.stdout))
+    edited = task_id(1)
+    task_file = root / edited / "task.yaml"
+    spec = yaml.safe_load(task_file.read_text())
+    task_file.write_text(yaml.safe_dump({**spec, "prompt": spec["prompt"] + "\nBe brief.\n"}))
+    out = input_phase(EDITED)
+    res.checks["edited: tasks rebuilt"] = out["rebuilt"]
+    res.notes[EDITED] = f"{out['runs']} run, {len(out['rebuilt'])} task"
     return res
+
+
+def run_today(
+    checkout: Path, sizes: list[int], work: Path, real_inputs_max: int, fresh_max: int
+) -> list[dict]:
+    """Today's ``bench/scale.py --json`` (in ``checkout``) on the same sizes, plus today's
+    ``wfbench plan --json`` on each never-built suite of at most ``fresh_max`` tasks (its own
+    bench measures ``plan (empty)`` only after ``wfbench inputs``)."""
+    argv = [
+        sys.executable,
+        str(checkout / "bench" / "scale.py"),
+        "--sizes",
+        ",".join(str(n) for n in sizes),
+        "--real-inputs-max",
+        str(real_inputs_max),
+        "--no-orchestration",
+        "--workdir",
+        str(work / "today"),
+        "--json",
+    ]
+    _log(f"today's code: {' '.join(argv)}")
+    proc = subprocess.run(argv, cwd=checkout, stdout=subprocess.PIPE, check=True)
+    results: list[dict] = json.loads(proc.stdout)
+    for r in results:
+        n = int(r["tasks"])
+        if n > fresh_max:
+            continue
+        t = today_fresh_plan(checkout, n, work / "today-fresh")
+        r["times"]["plan (fresh)"], r["peaks"]["plan (fresh)"] = t.wall_s, t.peak_mb
+    return results
+
+
+def today_fresh_plan(checkout: Path, n: int, work: Path) -> Timed:
+    """Today's ``wfbench plan --json`` on a fresh instance and a never-built suite of ``n``."""
+    root = make_suite(n, work / f"suite{n}")
+    home = work / f"home{n}"
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    shutil.copy(checkout / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "WFBENCH_ARTIFACTS": str(work / f"art{n}"),
+        "WFBENCH_TASKS": str(root),
+    }
+    cli = [sys.executable, "-m", "bench_assets.cli"]
+    subprocess.run([*cli, "sync", "--tasks", str(root)], cwd=checkout, env=env, check=True)
+    return timed(
+        f"today {n}: fresh plan", [*cli, "plan", "--json", "--tasks", str(root)], env, cwd=checkout
+    )
 
 
 # ------------------------------------------------------------------------------------------------
 # Report
 
 
-COMMANDS = [
-    "validate",
-    "sync",
-    "sync (repeat)",
-    "inputs",
-    "inputs (repeat)",
-    "plan (empty)",
-    "plan (after g0001)",
-    "plan (after g0002)",
-    "decide g0001",
-    "decide g0001 (per-cell)",
-    "decide g0002",
-    "decide g0002 (per-cell)",
-]
-
-
 def _met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
-def _s(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
+def _cell(times: dict, peaks: dict, key: str) -> str:
+    return f"{times[key]:.2f} ({peaks[key]:.0f})" if key in times else "-"
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or not b else f"{a / b:.1f}x"
-
-
-def report(results: list[SizeResult]) -> str:
+def report(results: list[SizeResult], today: list[dict]) -> str:
+    by_n = {int(t["tasks"]): t for t in today}
     sizes = [r.tasks for r in results]
-    pairs = list(zip(results, results[1:], strict=False))
-    head = f"{'wall seconds (peak MB)':<24}" + "".join(f"{n:>16}" for n in sizes)
-    head += "".join(f"{f'{b.tasks}/{a.tasks}':>12}" for a, b in pairs)
+    head = f"{'wall s (peak MB)':<24}"
+    for n in sizes:
+        head += f"{f'{n} today':>18}{f'{n} new':>18}"
+    head += f"{'growth new':>12}{'growth today':>14}   note (new)"
     lines = [
-        "Scale of wfbench bookkeeping: synthetic suites (copies of the demo task, 9 cells each)",
+        "Scale of wfbench (synthetic suites, copies of the demo task, 9 cells each):",
         head,
         "-" * len(head),
     ]
-    for c in COMMANDS:
-        if not any(c in r.times for r in results):
-            continue
-        row = f"{c:<24}"
+    first, last = results[0], results[-1]
+    for label in ROWS:
+        line = f"{label:<24}"
         for r in results:
-            cell = f"{r.times[c]:.2f} ({r.peaks[c]:.0f})" if c in r.times else "-"
-            row += f"{cell:>16}"
-        for a, b in pairs:
-            ok = c in a.times and c in b.times and a.times[c] > 0
-            row += f"{f'{b.times[c] / a.times[c]:.1f}x' if ok else '-':>12}"
-        lines.append(row)
-    lines.append("")
-    lines.append(f"{'instance MB':<24}" + "".join(f"{n:>16}" for n in sizes))
-    for key in ("after inputs", "g0001 cells", "after g0001", "g0002 cells", "after g0002"):
-        row = f"{key:<24}"
-        for r in results:
-            row += f"{r.sizes.get(key, 0) / 1e6:>16.1f}"
-        lines.append(row)
-    row = f"{'per generation (g0002)':<24}"
+            t = by_n.get(r.tasks)
+            today_cell = _cell(t["times"], t["peaks"], TODAY_ROWS[label]) if t is not None else "-"
+            line += f"{today_cell:>18}{_cell(r.times, r.peaks, label):>18}"
+        g = (
+            f"{last.times[label] / first.times[label]:.1f}x"
+            if len(results) > 1 and label in first.times and label in last.times
+            else "-"
+        )
+        tf, tl = by_n.get(first.tasks), by_n.get(last.tasks)
+        key = TODAY_ROWS[label]
+        gt = (
+            f"{tl['times'][key] / tf['times'][key]:.1f}x"
+            if len(results) > 1 and tf and tl and key in tf["times"] and key in tl["times"]
+            else "-"
+        )
+        notes = "; ".join(r.notes.get(label, "") for r in results if r.notes.get(label))
+        line += f"{g:>12}{gt:>14}   {notes}"
+        lines.append(line)
+    lines.append(
+        "today's 'inputs' rows are `wfbench inputs` (every task re-materialized in process, one "
+        "run per task): a lower bound of its generation's input phase, which launches one queued "
+        "run per task whatever changed; '-' = not run at that size"
+    )
+    lines.append("checks:")
     for r in results:
-        row += f"{(r.sizes['after g0002'] - r.sizes['after g0001']) / 1e6:>16.1f}"
-    lines.append(row)
-    row = f"{'artifacts MB':<24}"
-    for r in results:
-        row += f"{r.sizes['artifacts'] / 1e6:>16.1f}"
-    lines.append(row)
-    lines.append("")
-    lines.append("plans (run/reuse):")
-    for r in results:
-        plans = ", ".join(f"{k} {v['run']}/{v['reuse']}" for k, v in r.plans.items())
-        lines.append(f"  {r.tasks:>5} tasks: {plans}; decisions {r.decisions}")
+        lines.append(
+            f"  {r.tasks:>5} tasks: " + "; ".join(f"{k}: {v}" for k, v in r.checks.items())
+        )
     lines.append("setup (not harness cost, seconds):")
     for r in results:
         lines.append(
             f"  {r.tasks:>5} tasks: " + ", ".join(f"{k} {v:.0f}" for k, v in r.setup.items())
         )
-    if any(r.pooled_history for r in results):
-        lines.append("pooled comparator history inside decide, seconds (per-cell / bulk lookup):")
-    for r in results:
-        for generation, spent in r.pooled_history.items():
-            bulk, per_cell = spent.get("bulk"), spent.get("per-cell")
-            whole = [r.times.get(f"decide {generation}{x}") for x in ("", " (per-cell)")]
-            row = f"  {r.tasks:>5} tasks {generation}: history {_s(per_cell)} / {_s(bulk)}"
-            row += f" = {_ratio(per_cell, bulk)}; whole decide {_s(whole[1])} / {_s(whole[0])}"
-            lines.append(row + f" = {_ratio(whole[1], whole[0])}")
-    for r in results:
-        if r.orchestration:
-            lines.append(f"per-cell orchestration at {r.tasks} tasks (reused cells, no session):")
-            for name, o in r.orchestration.items():
-                med = o["median_run_s"]
-                lines.append(
-                    f"  {name:<10} {o['per_cell_s']:.2f} s/cell wall ({o['cells']} cells, "
-                    f"{o['reused']} reused), median run {med if med is None else round(med, 2)} s, "
-                    f"+{o['home_bytes_per_cell'] / 1e3:.0f} kB instance per cell"
-                )
     big = next((r for r in results if r.tasks == 1000), None)
-    hundred = next((r for r in results if r.tasks == 100), None)
-    if big is not None and "plan (after g0001)" in big.times:
-        s, mb = big.times["plan (after g0001)"], big.peaks["plan (after g0001)"]
-        lines.append("targets (1,000 tasks x 9 cells, plan after a generation):")
-        lines.append(f"  wall {s:.2f} s <= {TARGET_PLAN_S} s: {_met(s <= TARGET_PLAN_S)}")
-        lines.append(f"  peak {mb:.0f} MB <= {TARGET_PLAN_MB:.0f} MB: {_met(mb <= TARGET_PLAN_MB)}")
-        if hundred is not None and "plan (after g0001)" in hundred.times:
-            g = s / hundred.times["plan (after g0001)"]
-            lines.append(
-                f"  growth 1000/100 {g:.1f}x <= {TARGET_GROWTH}x: {_met(g <= TARGET_GROWTH)}"
-            )
+    small = next((r for r in results if r.tasks == 100), None)
+    if big is not None:
+        lines.append("targets (1,000 tasks):")
+        for label, target in ((FRESH, 10.0), (UNCHANGED, 10.0), (DECIDE_ROW, 10.0)):
+            s = big.times.get(label)
+            if s is not None:
+                lines.append(f"  {label}: {s:.2f} s <= {target} s: {_met(s <= target)}")
+        runs = big.checks.get("unchanged: input runs launched")
+        lines.append(f"  unchanged input runs launched: {runs} == 0: {_met(runs == 0)}")
+        rebuilt = big.checks.get("edited: tasks rebuilt")
+        lines.append(f"  edited: rebuilt {rebuilt} == ['t00001']: {_met(rebuilt == ['t00001'])}")
+        if small is not None:
+            for label in ROWS:
+                if label in small.times and label in big.times:
+                    ratio = big.times[label] / small.times[label]
+                    lines.append(
+                        f"  growth {label} 1000/100 {ratio:.1f}x <= {TARGET_GROWTH}x: "
+                        f"{_met(ratio <= TARGET_GROWTH)}"
+                    )
     return "\n".join(lines)
 
 
 def main() -> None:
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="10,100,1000", help="comma-separated task counts")
-    ap.add_argument("--real-inputs-max", type=int, default=1000)
+    ap.add_argument("--sizes", default="100,1000", help="comma-separated task counts")
+    ap.add_argument("--real-inputs-max", type=int, default=100)
     ap.add_argument("--workdir", type=Path, default=None, help="keep suites and instances here")
-    ap.add_argument("--no-orchestration", action="store_true")
+    ap.add_argument("--today", type=Path, default=None, help="a checkout of main's HEAD to compare")
+    ap.add_argument("--today-json", type=Path, default=None, help="its saved `--json` results")
     ap.add_argument(
-        "--compare-history",
-        action="store_true",
-        help="also decide each generation on a copy of the instance with the pooled comparator "
-        "history read one query per cell (the lookup before the bulk one); report both",
+        "--today-fresh-max",
+        type=int,
+        default=100,
+        help="time today's fresh plan up to this size (398 s at 1,000 tasks on a quiet machine)",
     )
     ap.add_argument("--json", action="store_true")
+    ap.add_argument(
+        "--report-only",
+        type=Path,
+        default=None,
+        help="print the table from a saved `--json` run (with --today-json) instead of measuring",
+    )
     args = ap.parse_args()
+    if args.report_only is not None:
+        saved = [SizeResult(**r) for r in json.loads(args.report_only.read_text())]
+        today_saved = json.loads(args.today_json.read_text()) if args.today_json else []
+        print(report(saved, today_saved))
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
-    os.chdir(REPO)  # the run queue's workspace loads the code location from here
+    os.chdir(REPO)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="wfbench-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    results = []
-    for i, n in enumerate(sizes):
-        results.append(
-            run_size(
-                n,
-                work,
-                real_inputs=n <= args.real_inputs_max,
-                measure_orchestration=i == 0 and not args.no_orchestration,
-                compare_history=args.compare_history,
-            )
+    today: list[dict] = []
+    if args.today_json is not None:
+        today = json.loads(args.today_json.read_text())
+    elif args.today is not None:
+        today = run_today(
+            args.today.resolve(), sizes, work, args.real_inputs_max, args.today_fresh_max
         )
-        print(report(results) if not args.json else "", file=sys.stderr, flush=True)
+    results = []
+    for n in sizes:
+        results.append(run_size(n, work, real_inputs=n <= args.real_inputs_max))
+        print(report(results, today), file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps([r.__dict__ for r in results], indent=2, default=str))
     else:
-        print(report(results))
+        print(report(results, today))
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

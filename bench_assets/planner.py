@@ -103,8 +103,11 @@ class PlannedCell(BaseModel):
     changed: list[str]
     prior_generation: str | None
     prior_run_id: str | None
-    identity_digest: str
-    """The identity the cell has now: what its evidence must have been made for."""
+    identity_digest: str | None
+    """The identity the cell has now: what its evidence must have been made for. None only in a
+    plan that did not compute it (``wfbench plan`` for a task whose inputs were never built and
+    none of whose cells has a record: such a cell runs whatever its identity); a generation
+    always computes it."""
 
 
 def identity_diff(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
@@ -224,6 +227,13 @@ class Verdict(BaseModel):
         return self.kind == "reusable"
 
 
+def unrecorded_verdict(role: Literal["comparator", "candidate"]) -> Verdict:
+    """The verdict of a cell with no previous record, whatever its identity: it runs."""
+    if role == "candidate":
+        return Verdict(kind="candidate", reason="candidate cell: always paid for a new overlay")
+    return Verdict(kind="missing", reason="no previous record")
+
+
 def reuse_verdict(
     before: PriorCell | None,
     ident: Mapping[str, Any],
@@ -244,11 +254,11 @@ def reuse_verdict(
     as a canary is paid anyway (``gate_canary``: as the gate's fresh drift evidence).
     ``digest``: ``identity_digest(ident)`` when the caller has it.
     """
-    digest = digest or identity_digest(dict(ident))
-    if role == "candidate" and (before is None or before.identity_digest != digest):
-        return Verdict(kind="candidate", reason="candidate cell: always paid for a new overlay")
     if before is None:
-        return Verdict(kind="missing", reason="no previous record")
+        return unrecorded_verdict(role)
+    digest = digest or identity_digest(dict(ident))
+    if role == "candidate" and before.identity_digest != digest:
+        return unrecorded_verdict(role)
     if not is_reusable(before.error_kind):
         kind = before.error_kind.value if before.error_kind else "?"
         return Verdict(kind="excluded", reason=f"previous record is excluded ({kind})")
@@ -284,7 +294,7 @@ def reuse_verdict(
 
 def plan_generation(
     *,
-    current: Mapping[tuple[str, str, int], dict[str, Any]],
+    current: Mapping[tuple[str, str, int], dict[str, Any] | None],
     prior: Mapping[tuple[str, str, int], PriorCell | None],
     roles: Mapping[str, Literal["comparator", "candidate"]],
     canary_cells: Collection[tuple[str, str, int]],
@@ -292,23 +302,35 @@ def plan_generation(
     now: datetime,
     gate_canary_cells: Collection[tuple[str, str, int]] = frozenset(),
 ) -> list[PlannedCell]:
-    """Plan every cell (keys are (task, arm, run)) with :func:`reuse_verdict`."""
+    """Plan every cell (keys are (task, arm, run)) with :func:`reuse_verdict`.
+
+    A cell whose identity is ``None`` (not computed) must have no record: it runs
+    (:func:`unrecorded_verdict`); one with a record raises ``ValueError``, since reuse can only
+    be judged against the identity the cell has now.
+    """
     planned: list[PlannedCell] = []
     for key in sorted(current):
         task, arm, run = key
         before = prior.get(key)
-        digest = identity_digest(dict(current[key]))
-        v = reuse_verdict(
-            before,
-            current[key],
-            roles[arm],
-            arm=arm,
-            canary=key in canary_cells,
-            max_age_days=max_age_days,
-            now=now,
-            digest=digest,
-            gate_canary=key in gate_canary_cells,
-        )
+        ident = current[key]
+        digest: str | None = None
+        if ident is None:
+            if before is not None:
+                raise ValueError(f"cell {key} has a record but no identity to compare it with")
+            v = unrecorded_verdict(roles[arm])
+        else:
+            digest = identity_digest(dict(ident))
+            v = reuse_verdict(
+                before,
+                ident,
+                roles[arm],
+                arm=arm,
+                canary=key in canary_cells,
+                max_age_days=max_age_days,
+                now=now,
+                digest=digest,
+                gate_canary=key in gate_canary_cells,
+            )
         planned.append(
             PlannedCell(
                 task=task,

@@ -260,7 +260,7 @@ def test_planning_reads_stored_inputs_and_matches_building_them(
     (root / "beta" / "task.yaml").write_text(yaml.safe_dump({**spec, "prompt": "Other."}))
     edited = load_benchmark(root)
     _, unusable = stored_input_identities(instance, edited, edited.task_ids(), candidate="c1")
-    assert unusable == {"beta": "task file changed since binding"}
+    assert unusable == {"beta": "task folder, pinned ref or input settings changed"}
 
 
 def test_prior_cells_and_latest_cells_query_per_asset_not_per_cell(

@@ -13,6 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from bench_assets import binding as binding_mod
+from bench_assets import input_state
 from bench_assets import inputs as core
 from bench_assets import oracle as oracle_mod
 from bench_assets import skills as skills_mod
@@ -30,6 +31,14 @@ BINDING_CODE_VERSION = "binding-v1"
 ORACLE_CODE_VERSION = "oracle-v1"
 GRAPH_CODE_VERSION = "graph-v1"
 ENVIRONMENT_CODE_VERSION = "environment-v1"
+CODE_VERSIONS = {
+    "task_bindings": BINDING_CODE_VERSION,
+    "oracle_snapshots": ORACLE_CODE_VERSION,
+    "sanitized_graphs": GRAPH_CODE_VERSION,
+    "task_environments": ENVIRONMENT_CODE_VERSION,
+}
+"""The per-task input assets' code versions, as :func:`bench_assets.input_state.stale_reasons`
+compares them with the ``dagster/code_version`` each partition was materialized with."""
 
 
 def _md_table(rows: list[tuple[str, str]]) -> str:
@@ -83,11 +92,16 @@ def incumbent_skills(bench: BenchResource) -> dg.MaterializeResult:  # type: ign
 def task_bindings(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Bind one task to a commit."""
     task_id = context.partition_key
-    bound = core.bind_task(bench.load(tasks=[task_id]), task_id, bench.artifacts())
+    loaded = bench.load(tasks=[task_id])
+    # Digested before binding: an edit racing the build leaves a digest that no longer matches,
+    # so the next generation rebuilds rather than trusting a binding of the older folder.
+    source = input_state.source_digests(loaded, [task_id])[task_id]
+    bound = core.bind_task(loaded, task_id, bench.artifacts())
     b = bound.binding
     return dg.MaterializeResult(
         data_version=dg.DataVersion(b.digest),
         metadata={
+            input_state.SOURCE_KEY: source,
             "resolved_sha": b.resolved_sha,
             "repo": f"{b.repo_kind}: {b.repo_identity}",
             "digest": b.digest,
@@ -254,3 +268,67 @@ def task_environments(
             "build_log": dg.MetadataValue.path(str(built.path / "build.log")),
         },
     )
+
+
+INPUT_BATCH_JOB = "input_batch"
+BATCH_TAG = "wfbench/input_batch"
+"""Tag of each per-task run an ``input_batch`` run starts: the batch run's id."""
+
+
+class InputBatchConfig(dg.Config):
+    """The tasks one ``input_batch`` run materializes the inputs of, in order."""
+
+    tasks: list[str]
+
+
+@dg.op(
+    pool="graph_build",
+    description=(
+        "Materialize the input assets (task_bindings, oracle_snapshots, sanitized_graphs, "
+        "task_environments) of a batch of tasks whose inputs are stale, one task partition after "
+        "another, in this run's process: the batch pays one run start-up, holds one graph_build "
+        "slot, and each task partition is still its own materialization (an in-process run "
+        "tagged wfbench/input_batch with this run's id), with its own data version and lineage."
+    ),
+)
+def build_task_inputs(
+    context: dg.OpExecutionContext, config: InputBatchConfig, bench: BenchResource
+) -> None:
+    """Materialize every task of the batch; the first failure fails the batch with its error
+    (the original wfbench error class, so the generation reports it as the task's own run would).
+
+    Drives per-partition runs, so (like the weekly job's op) it imports the driver at run time.
+    """
+    from bench_assets.driver.inputs import materialize_task_inputs
+    from bench_assets.driver.instance import StepFailed
+
+    tags = {BATCH_TAG: context.run_id}
+    generation = context.run.tags.get("wfbench/generation")
+    if generation:
+        tags["wfbench/generation"] = generation
+    try:
+        materialize_task_inputs(
+            context.instance,
+            list(config.tasks),
+            tasks_dir=str(bench.load_root()),
+            artifact_root=str(bench.artifacts().root),
+            progress=context.log.info,
+            tags=tags,
+        )
+    except StepFailed as e:
+        cls = e.error_class
+        if cls is None:
+            raise
+        raise cls(e.message) from None
+
+
+@dg.job(
+    name=INPUT_BATCH_JOB,
+    description=(
+        "A generation's input builds for a batch of tasks (wfbench evolve submits one per batch "
+        "of stale tasks; batches run in parallel up to the graph_build pool's limit)."
+    ),
+)
+def input_batch() -> None:
+    """One batch of per-task input materializations."""
+    build_task_inputs()

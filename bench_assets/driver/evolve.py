@@ -2,14 +2,16 @@
 
 Order: next generation id and candidate (:mod:`bench_assets.driver.plan`) → sync partitions →
 containment preflight → ``incumbent_skills`` and ``candidate_overlay`` (in process: cheap and
-unpartitioned) → one run per task for its inputs (``task_bindings``, ``oracle_snapshots``,
-``sanitized_graphs``; pool ``graph_build``) → as soon as a task's inputs succeed its cells are
-planned and one run per cell that must be paid is submitted (pool ``agent_sessions``), so later
-tasks' graphs build while earlier tasks' sessions run → the outage breaker and the spend cap
-(``limits.max_spend_usd``) watch results as they end and cancel every queued or running cell when
-either trips → aggregates, decision, report, ledger (in process) → apply (if enabled). No run is
-launched for a cell that would only be reused: its previous materialization is the evidence.
-Every run is tagged ``wfbench/generation``.
+unpartitioned) → which tasks' inputs are stale, in bulk (``stale_input_tasks``: source digests, code
+versions, upstream data versions; a task whose inputs are fresh gets no input run and is planned at
+once) → the stale tasks' inputs (``task_bindings``, ``oracle_snapshots``, ``sanitized_graphs``,
+``task_environments``) in batches, one ``input_batch`` run each (pool ``graph_build``) → as soon as
+a task's inputs succeed its cells are planned and one run per cell that must be paid is submitted
+(pool ``agent_sessions``), so later tasks' graphs build while earlier tasks' sessions run → the
+outage breaker and the spend cap (``limits.max_spend_usd``) watch results as they end and cancel
+every queued or running cell when either trips → aggregates, decision, report, ledger (in process) →
+apply (if enabled). No run is launched for a cell that would only be reused: its previous
+materialization is the evidence. Every run is tagged ``wfbench/generation``.
 
 Runs go through :class:`~bench_assets.driver.runqueue.QueueExecutor` (the instance's run
 coordinator and launcher, so the UI shows them live and its pools bound concurrency across every
@@ -32,8 +34,14 @@ from bench_assets.catalog import Benchmark, load_benchmark
 from bench_assets.cells import remove_stale_work
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.driver import services
+from bench_assets.driver.inputs import (
+    input_job_tasks,
+    input_jobs,
+    input_summary,
+    run_pool_granularity,
+    stale_input_tasks,
+)
 from bench_assets.driver.instance import (
-    INPUT_ASSETS,
     StepFailed,
     materialize,
     materialize_decision,
@@ -50,7 +58,7 @@ from bench_assets.driver.plan import (  # re-exported for the CLI
     prior_cells,
     propose_candidate,
 )
-from bench_assets.driver.runqueue import InProcessExecutor, Job, QueueExecutor
+from bench_assets.driver.runqueue import InProcessExecutor, QueueExecutor
 from bench_assets.driver.transaction import (
     GEN_TAG,
     WATCH_EXCLUDE,
@@ -165,8 +173,14 @@ def _submit_task(
     return task_plan, payer.submit_planned(planned)
 
 
-def _pay(payer: CellPayer, *, folder: Path, tasks: list[str]) -> list[PlannedCell]:
-    """Build inputs, plan and pay every task's cells; returns the plan.
+def _pay(
+    payer: CellPayer, *, folder: Path, tasks: list[str], stale: dict[str, str]
+) -> list[PlannedCell]:
+    """Build stale inputs, plan and pay every task's cells; returns the plan.
+
+    A task whose inputs are fresh (not in ``stale``, :func:`stale_input_tasks`) is planned at
+    once, without an input run; the stale ones are built in batches (:func:`input_jobs`) and
+    each is planned as soon as its batch ends.
 
     The outage breaker and the spend cap observe each finished cell (:class:`CellPayer`); when
     either trips, every queued or running cell is canceled and no task's cells are submitted any
@@ -182,27 +196,39 @@ def _pay(payer: CellPayer, *, folder: Path, tasks: list[str]) -> list[PlannedCel
     done_before = load_manifest(folder)
     cells_of = {t: bench.config.runs * len(bench.arms_for(t)) for t in tasks}
     tally.start(tasks=len(cells_of), cells=sum(cells_of.values()))
-    for task in tasks:
-        ex.submit(Job(INPUT_ASSETS, task, tags=gen_tags, label=f"inputs {task}"))
+    jobs = input_jobs(
+        [t for t in tasks if t in stale],
+        tags=gen_tags,
+        batched=run_pool_granularity(payer.instance),
+        slots=bench.config.limits.graph_builds,
+    )
+    for job in jobs:
+        ex.submit(job)
+
+    def ready(ready_tasks: list[str]) -> None:
+        if payer.stopped or not ready_tasks:
+            return
+        require_tasks_unchanged(bench.root, folder, ex)  # once per set of ready tasks
+        for task in ready_tasks:
+            task_plan, n = _submit_task(
+                payer, task, folder=folder, done_before=done_before, tasks=tasks
+            )
+            plan.extend(task_plan)
+            tally.planned(cells=cells_of[task], submitted=n)
+
+    ready([t for t in tasks if t not in stale])
     while ex.pending():
         for done in ex.poll(POLL_S):
-            if done.job.assets != INPUT_ASSETS:
+            built = input_job_tasks(done.job)
+            if built is None:
                 payer.finished(done)
                 continue
-            task = str(done.job.partition)
             if not done.ok:
                 ex.cancel_all()
                 assert done.failure is not None
                 raise done.failure
-            payer.progress(f"inputs ready: {task}")
-            if payer.stopped:
-                continue
-            require_tasks_unchanged(bench.root, folder, ex)
-            task_plan, n = _submit_task(
-                payer, task, folder=folder, done_before=done_before, tasks=tasks
-            )
-            plan += task_plan
-            tally.planned(cells=cells_of[task], submitted=n)
+            payer.progress(f"inputs ready: {', '.join(built)}")
+            ready(built)
     return plan
 
 
@@ -362,6 +388,8 @@ def _evolve_locked(
         write_header(folder, header)
     require_tasks_unchanged(bench.root, folder)
     verify_stored_inputs(instance, bench, artifacts, progress, tasks=tasks)
+    stale_inputs = stale_input_tasks(instance, bench, tasks)
+    progress(input_summary(stale_inputs, len(tasks)))
     if in_process is None:
         in_process = os.environ.get("WFBENCH_IN_PROCESS", "") in ("1", "true", "yes")
     executor: InProcessExecutor | QueueExecutor
@@ -378,7 +406,7 @@ def _evolve_locked(
     aggregated = False
     with executor as ex:
         payer = CellPayer(ex, bench, instance, generation, artifact_root, progress, tally)
-        plan = _pay(payer, folder=folder, tasks=tasks)
+        plan = _pay(payer, folder=folder, tasks=tasks, stale=stale_inputs)
         if not payer.stopped:
             more, aggregated = sequential_looks(
                 payer, artifacts, folder=folder, tasks=tasks, tasks_dir=tasks_dir

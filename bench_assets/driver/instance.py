@@ -21,6 +21,7 @@ from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
 from bench_assets.documents import CellView, DecisionDocument, load_cell, load_decision
 from bench_assets.errors import InputError, WfbenchError, error_class
+from bench_assets.input_state import INPUT_ASSETS
 from bench_assets.ledger import LedgerEntry
 from bench_assets.store import ArtifactStore, default_artifact_root
 from bench_assets.sync import SyncPlan, plan_sync
@@ -55,7 +56,6 @@ def sync_instance(
     return plan, limits
 
 
-INPUT_ASSETS = ("task_bindings", "oracle_snapshots", "sanitized_graphs", "task_environments")
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 """Run config keeping Dagster's step-by-step DEBUG log off the terminal (the CLI shows progress)."""
 
@@ -124,18 +124,12 @@ def materialize_inputs(
     artifact_root: str,
     progress: Callable[[str], None],
 ) -> dict[str, dict[str, dict[str, object]]]:
-    """Materialize ``incumbent_skills`` and the three input assets of every task, one run each.
+    """Materialize ``incumbent_skills`` and the input assets of every task, one run each.
 
     Returns, per task (and ``""`` for the skills), the latest metadata of each asset, with
     ``data_version`` and ``previous_data_version`` (None when it was never materialized) added.
     """
-    from bench_assets.defs.inputs import (
-        incumbent_skills,
-        oracle_snapshots,
-        sanitized_graphs,
-        task_bindings,
-        task_environments,
-    )
+    from bench_assets.defs.inputs import incumbent_skills
     from bench_assets.defs.resources import BenchResource
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
@@ -145,23 +139,19 @@ def materialize_inputs(
     materialize(instance, [incumbent_skills], resources)
     out[""] = {"incumbent_skills": latest_metadata(instance, "incumbent_skills", None)}
     out[""]["incumbent_skills"]["previous_data_version"] = before
-    for i, task_id in enumerate(task_ids, 1):
-        progress(
-            f"[{i}/{len(task_ids)}] {task_id}: binding, oracle snapshot, sanitized graph, "
-            "environment ..."
-        )
-        previous = {
-            k: latest_metadata(instance, k, task_id).get("data_version") for k in INPUT_ASSETS
-        }
-        materialize(
-            instance,
-            [task_bindings, oracle_snapshots, sanitized_graphs, task_environments],
-            resources,
-            partition_key=task_id,
-        )
-        out[task_id] = {k: latest_metadata(instance, k, task_id) for k in INPUT_ASSETS}
+    from bench_assets.driver.inputs import materialize_task_inputs
+
+    previous = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    materialize_task_inputs(
+        instance, task_ids, tasks_dir=tasks_dir, artifact_root=artifact_root, progress=progress
+    )
+    now = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    for task_id in task_ids:
+        out[task_id] = {k: dict(now[k].get(task_id, {})) for k in INPUT_ASSETS}
         for k in INPUT_ASSETS:
-            out[task_id][k]["previous_data_version"] = previous[k]
+            out[task_id][k]["previous_data_version"] = (
+                previous[k].get(task_id, {}).get("data_version")
+            )
     return out
 
 

@@ -24,7 +24,6 @@ import dagster as dg
 
 from bench_assets import binding as binding_mod
 from bench_assets import ledger as ledger_mod
-from bench_assets import oracle as oracle_mod
 from bench_assets import overlay as overlay_mod
 from bench_assets import skills as skills_mod
 from bench_assets.catalog import Benchmark
@@ -37,9 +36,11 @@ from bench_assets.cells import (
 )
 from bench_assets.defs.resources import latest_metadata_by_partition
 from bench_assets.documents import load_cell, load_decision
-from bench_assets.driver.instance import INPUT_ASSETS, decision_records, latest_cells
+from bench_assets.driver.inputs import input_status
+from bench_assets.driver.instance import decision_records, latest_cells
 from bench_assets.errors import WfbenchError
 from bench_assets.generation import next_candidate_requeue, next_generation
+from bench_assets.input_state import INPUT_ASSETS
 from bench_assets.planner import (
     PlannedCell,
     PriorCell,
@@ -234,7 +235,7 @@ def plan_task(
 
 def _plan(
     bench: Benchmark,
-    inputs: Mapping[str, CellInputs | InputIdentity],
+    inputs: Mapping[str, CellInputs | InputIdentity | None],
     prior: Mapping[CellKey, PriorCell | None],
     generation: str,
     now: dt.datetime,
@@ -245,15 +246,17 @@ def _plan(
     roles = {name: arm.role for name, arm in bench.config.arms.items()}
     chosen = sorted(arms if arms is not None else bench.config.arms)
     adapters = {arm: make_adapter(bench, bench.config.arms[arm]) for arm in chosen}
-    current = {}
+    current: dict[CellKey, dict[str, Any] | None] = {}
     for task, task_inputs in inputs.items():
         applies = bench.arms_for(task)  # review arms on review tasks only, the others never there
         for arm in chosen:
             if arm not in applies:
                 continue
             for run in runs if runs is not None else range(bench.config.runs):
-                current[(task, arm, run)] = cell_identity(
-                    bench, task, arm, run, task_inputs, adapters[arm]
+                current[(task, arm, run)] = (
+                    None
+                    if task_inputs is None
+                    else cell_identity(bench, task, arm, run, task_inputs, adapters[arm])
                 )
     health, gate = _canaries(bench, generation, tasks)
     return plan_generation(
@@ -276,17 +279,17 @@ def stored_input_identities(
 ) -> tuple[dict[str, InputIdentity], dict[str, str]]:
     """Each task's input identity from its input assets' latest materializations, in bulk.
 
-    Reads the metadata of ``task_bindings``, ``oracle_snapshots``, ``sanitized_graphs`` and (for a
-    task that declares an environment) ``task_environments`` for every task (a few queries per
-    asset) and each task's binding record (one small file); the incumbent skills and the candidate
-    overlay are digested from their folders, as the generation would snapshot them. Nothing is built
-    and nothing is written.
+    Reads the metadata of the four input assets for every task (a few queries per asset) and
+    each fresh task's binding record (one small file); the incumbent skills and the candidate
+    overlay are digested from their folders, as the generation would snapshot them. Nothing is
+    built and nothing is written.
 
     Returns the identities and, for each task whose stored inputs cannot stand for it now, why:
-    never materialized, out of step with each other, or its task file or oracle files changed
-    since they were bound (an edit to an inline ``repo/`` shows after ``wfbench inputs``).
+    the generation's own rule (:func:`bench_assets.driver.inputs.input_status`: never
+    materialized, a changed task folder, pinned ref or input setting, a new code version, out of
+    step with an upstream input, a stored artifact gone).
     """
-    stored = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    unusable, stored = input_status(instance, bench, task_ids)
     skills = skills_mod.describe(bench.skills_dir)
     overlay_digest = None
     if candidate is not None:
@@ -296,31 +299,16 @@ def stored_input_identities(
             raise WfbenchError(f"unknown candidate {candidate!r} (queued: {known})")
         overlay_digest = overlay_mod.describe(cand, bench.skills_dir, skills.digest).digest
     out: dict[str, InputIdentity] = {}
-    unusable: dict[str, str] = {}
     for task in task_ids:
-        b_md, o_md, g_md, e_md = (stored[a].get(task) for a in INPUT_ASSETS)
-        has_env = bench.task(task).spec.environment is not None
-        if not (b_md and o_md and g_md and (not has_env or (e_md or {}).get("digest"))):
-            unusable[task] = "inputs never materialized"
+        if task in unusable:
             continue
+        b_md, o_md, g_md, e_md = (stored[a][task] for a in INPUT_ASSETS)
         try:
             bound = binding_mod.load(Path(str(b_md["record_path"])))
         except (OSError, ValueError):
             unusable[task] = "binding record unreadable"
             continue
-        if (
-            o_md.get("digest") != bound.oracle_digest
-            or g_md.get("source_sha") != bound.resolved_sha
-        ):
-            unusable[task] = "inputs out of step with task_bindings"
-            continue
-        if bound.task_file_digest != binding_mod.task_file_digest(bench.task(task)):
-            unusable[task] = "task file changed since binding"
-            continue
-        snapshot, _ = oracle_mod.capture(bench.task(task), bench.config.limits)
-        if snapshot.digest != bound.oracle_digest:
-            unusable[task] = "oracle files changed since binding"
-            continue
+        has_env = bench.task(task).spec.environment is not None
         out[task] = InputIdentity(
             binding=bound,
             oracle_digest=str(o_md["digest"]),
@@ -328,7 +316,7 @@ def stored_input_identities(
             sanitized_sha=str(g_md["sanitized_sha"]),
             skills_digest=skills.digest,
             overlay_digest=overlay_digest,
-            environment_digest=str(e_md["digest"]) if has_env and e_md is not None else None,
+            environment_digest=str(e_md["digest"]) if has_env and e_md.get("digest") else None,
         )
     return out, unusable
 
@@ -348,20 +336,34 @@ def plan_cells(
     """Plan the cells of ``arms`` of every selected task at once, as the generation would
     (``wfbench plan``); ``tasks`` is the selection, default :func:`generation_tasks`.
 
-    Input identities come from the stored input assets (:func:`stored_input_identities`); a
-    task whose stored inputs cannot stand for it now is built directly instead
-    (:func:`~bench_assets.cells.build_cell_inputs`, the only case that runs git), and said so.
+    Input identities come from the stored input assets (:func:`stored_input_identities`). A
+    task whose stored inputs cannot stand for it now is built directly
+    (:func:`~bench_assets.cells.build_cell_inputs`, the only case that runs git), and said so —
+    but only when one of its cells has a record whose identity must be compared: a cell that
+    never ran is ``missing`` (or ``candidate``) whatever its identity, so a fresh suite is
+    planned without building anything.
     """
     task_ids = tasks if tasks is not None else generation_tasks(bench)
-    identities: dict[str, CellInputs | InputIdentity] = {}
-    stored, unusable = stored_input_identities(instance, bench, task_ids, candidate=candidate)
-    identities.update(stored)
-    for task, why in sorted(unusable.items()):
-        progress(f"{task}: {why}; building its inputs directly (`wfbench inputs` stores them)")
-        identities[task] = build_cell_inputs(bench, task, artifacts, candidate=candidate)
     roles = {n: a.role for n, a in bench.config.arms.items()}
     keys = [(t, a, r) for t in task_ids for a in arms for r in range(bench.config.runs)]
     prior = prior_cells(instance, None, keys, roles)
+    recorded = {k[0] for k, p in prior.items() if p is not None}
+    identities: dict[str, CellInputs | InputIdentity | None] = {}
+    stored, unusable = stored_input_identities(instance, bench, task_ids, candidate=candidate)
+    identities.update(stored)
+    unbuilt = 0
+    for task, why in sorted(unusable.items()):
+        if task not in recorded:
+            identities[task] = None
+            unbuilt += 1
+            continue
+        progress(f"{task}: {why}; building its inputs directly (`wfbench inputs` stores them)")
+        identities[task] = build_cell_inputs(bench, task, artifacts, candidate=candidate)
+    if unbuilt:
+        progress(
+            f"{unbuilt} task(s) without usable stored inputs and without any cell record: "
+            "their cells run whatever their identity (no inputs built to plan them)"
+        )
     ordered = {t: identities[t] for t in task_ids}
     return _plan(bench, ordered, prior, generation, now, arms, task_ids)
 

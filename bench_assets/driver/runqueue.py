@@ -56,6 +56,8 @@ class Job:
     op_config: Mapping[str, Any] = field(default_factory=dict)
     tags: Mapping[str, str] = field(default_factory=dict)
     label: str = ""
+    job: str | None = None
+    """A job of the code location to run instead of the asset job (``assets`` then empty)."""
 
 
 @dataclass(frozen=True)
@@ -124,14 +126,17 @@ class InProcessExecutor:
             "bench": BenchResource(tasks_dir=self.tasks_dir, artifact_root=self.artifact_root)
         }
         try:
-            materialize(
-                self.instance,
-                assets_by_name(self.tasks_dir, job.assets),
-                resources,
-                partition_key=job.partition,
-                op_config={k: dict(v) for k, v in job.op_config.items()} or None,
-                tags=dict(job.tags) or None,
-            )
+            if job.job is not None:
+                run_named_job(self.instance, job, resources)
+            else:
+                materialize(
+                    self.instance,
+                    assets_by_name(self.tasks_dir, job.assets),
+                    resources,
+                    partition_key=job.partition,
+                    op_config={k: dict(v) for k, v in job.op_config.items()} or None,
+                    tags=dict(job.tags) or None,
+                )
             failure = None
         except StepFailed as e:
             failure = e
@@ -316,14 +321,15 @@ class QueueExecutor:
         """Create the run and hand it to the run coordinator (queued until a slot is free)."""
         from dagster._core.definitions.selector import JobSubsetSelector
 
-        keys = frozenset(dg.AssetKey(a) for a in job.assets)
+        keys = frozenset(dg.AssetKey(a) for a in job.assets) if job.job is None else None
         location = self._ctx.get_code_location(LOCATION)
         repo = location.get_repository(REPOSITORY)
-        if job.assets not in self._plans:
+        plan_key = job.assets if job.job is None else (job.job,)
+        if plan_key not in self._plans:
             selector = JobSubsetSelector(
                 location_name=location.name,
                 repository_name=repo.name,
-                job_name=ASSET_JOB,
+                job_name=job.job or ASSET_JOB,
                 op_selection=None,
                 asset_selection=keys,
             )
@@ -335,8 +341,8 @@ class QueueExecutor:
                 known_state=None,
                 instance=self.instance,
             )
-            self._plans[job.assets] = (remote_job, plan.execution_plan_snapshot)
-        remote_job, snapshot = self._plans[job.assets]
+            self._plans[plan_key] = (remote_job, plan.execution_plan_snapshot)
+        remote_job, snapshot = self._plans[plan_key]
         tags = {**remote_job.tags, **dict(job.tags)}
         if job.partition is not None:
             tags["dagster/partition"] = job.partition
@@ -433,6 +439,27 @@ def run_failure(instance: dg.DagsterInstance, run_id: str) -> StepFailed:
                 step = (ev.step_key if ev else None) or run_id
                 return StepFailed(step, chosen.cls_name or "Error", chosen.message.strip())
     return StepFailed(run_id, "RunFailure", f"run {run_id} failed without a step error")
+
+
+def run_named_job(instance: dg.DagsterInstance, job: Job, resources: dict[str, Any]) -> None:
+    """Execute a (non-asset) job of the code location in this process; raise like
+    :func:`~bench_assets.driver.instance.materialize` on a failed step."""
+    from bench_assets.defs.inputs import INPUT_BATCH_JOB, input_batch
+    from bench_assets.driver.instance import QUIET, _interrupts_kept, _run
+
+    jobs = {INPUT_BATCH_JOB: input_batch}
+    run_config: dict[str, Any] = dict(QUIET)
+    if job.op_config:
+        run_config["ops"] = {name: {"config": dict(c)} for name, c in job.op_config.items()}
+    with _interrupts_kept():
+        result = jobs[str(job.job)].execute_in_process(
+            run_config=run_config,
+            instance=instance,
+            resources=resources,
+            tags=dict(job.tags) or None,
+            raise_on_error=False,
+        )
+    _run(result)
 
 
 def assets_by_name(tasks_dir: str, names: tuple[str, ...]) -> list[Any]:

@@ -23,7 +23,10 @@ import dagster as dg
 
 from bench_assets import ledger as ledger_mod
 from bench_assets.catalog import Benchmark
-from bench_assets.defs.resources import latest_metadata, partition_materializations
+from bench_assets.defs.resources import (
+    latest_metadata_by_partition,
+    partition_materializations,
+)
 from bench_assets.driver.runqueue import Executor
 from bench_assets.errors import InputError, RecordCorrupt
 from bench_assets.hashing import tree_manifest
@@ -106,6 +109,8 @@ def manifest_cells(plan: list[PlannedCell], prior: dict[Any, Any]) -> list[Manif
     """The evidence a task's plan commits the decision to."""
     out = []
     for pc in plan:
+        if pc.identity_digest is None:
+            raise ValueError(f"{pc.task} {pc.cell}: planned without its identity")
         before = prior.get((pc.task, pc.arm, pc.run)) if pc.action == "reuse" else None
         out.append(
             ManifestCell(
@@ -190,9 +195,17 @@ def verify_stored_inputs(
     A corrupted one is discarded, so this generation's input run builds it again from the task
     (and fails closed, naming the file, if the task's own files no longer match its binding).
     """
-    for task in tasks if tasks is not None else bench.task_ids():
-        oracle_md = latest_metadata(instance, "oracle_snapshots", task)
-        graph_md = latest_metadata(instance, "sanitized_graphs", task)
+    task_ids = tasks if tasks is not None else bench.task_ids()
+    oracles = latest_metadata_by_partition(instance, "oracle_snapshots", task_ids)
+    graphs = latest_metadata_by_partition(instance, "sanitized_graphs", task_ids)
+    checked: set[tuple[str | None, str | None]] = set()
+    for task in task_ids:
+        oracle_md, graph_md = oracles.get(task, {}), graphs.get(task, {})
+        # Content-addressed: tasks sharing an oracle snapshot or template are checked once.
+        key = (oracle_md.get("digest"), graph_md.get("sanitized_sha"))
+        if key in checked:
+            continue
+        checked.add(key)
         snapshot = None
         if oracle_md.get("record_path") and Path(str(oracle_md["record_path"])).is_file():
             text = Path(str(oracle_md["record_path"])).read_text(encoding="utf-8")

@@ -1,0 +1,157 @@
+"""A generation's input phase: which tasks' inputs are stale, and the runs that build them.
+
+:func:`input_status` reads the input assets' latest materializations in bulk and applies
+:func:`bench_assets.input_state.stale_reasons`; :func:`input_jobs` turns the stale tasks into
+``input_batch`` runs of bounded batches (one run start-up and one ``graph_build`` slot per batch,
+each task partition still its own materialization), which run
+:func:`materialize_task_inputs` in their own process. Used by ``wfbench evolve``
+(:mod:`bench_assets.driver.evolve`), ``wfbench plan`` (:mod:`bench_assets.driver.plan`) and
+``wfbench inputs``.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import dagster as dg
+
+from bench_assets.catalog import Benchmark
+from bench_assets.defs.resources import latest_metadata_by_partition
+from bench_assets.driver.instance import materialize
+from bench_assets.input_state import INPUT_ASSETS
+
+
+def materialize_task_inputs(
+    instance: dg.DagsterInstance,
+    task_ids: list[str],
+    *,
+    tasks_dir: str,
+    artifact_root: str,
+    progress: Callable[[str], None],
+    tags: dict[str, str] | None = None,
+) -> None:
+    """The input assets of each task, one in-process run per task partition, in order.
+
+    What ``wfbench inputs`` runs, and what one ``input_batch`` run (a batch of a generation's
+    stale tasks, ``defs/inputs.build_task_inputs``) runs inside its own process. The first
+    failure stops the batch (:class:`StepFailed`), so the generation fails closed before any
+    cell is paid.
+    """
+    from bench_assets.defs.inputs import (
+        oracle_snapshots,
+        sanitized_graphs,
+        task_bindings,
+        task_environments,
+    )
+    from bench_assets.defs.resources import BenchResource
+
+    resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+    for i, task_id in enumerate(task_ids, 1):
+        progress(
+            f"[{i}/{len(task_ids)}] {task_id}: binding, oracle snapshot, sanitized graph, "
+            "environment ..."
+        )
+        materialize(
+            instance,
+            [task_bindings, oracle_snapshots, sanitized_graphs, task_environments],
+            resources,
+            partition_key=task_id,
+            tags=tags,
+        )
+
+
+def stale_input_tasks(
+    instance: dg.DagsterInstance, bench: Benchmark, task_ids: list[str]
+) -> dict[str, str]:
+    """``{task: why}`` for the tasks of ``task_ids`` whose inputs must be materialized
+    (:func:`input_status`); fresh tasks are absent. Builds nothing, writes nothing."""
+    return input_status(instance, bench, task_ids)[0]
+
+
+def input_status(
+    instance: dg.DagsterInstance, bench: Benchmark, task_ids: list[str]
+) -> tuple[dict[str, str], dict[str, dict[str, dict[str, Any]]]]:
+    """(stale tasks and why, the input assets' latest metadata by asset and task).
+
+    :func:`bench_assets.input_state.stale_reasons` over the input assets' latest
+    materializations read in bulk (a few queries per asset, whatever the number of tasks) and
+    the source digests of the tasks whose four inputs all exist (a task missing one is stale
+    without reading its folder).
+    """
+    from bench_assets import input_state
+    from bench_assets.defs.inputs import CODE_VERSIONS
+
+    stored = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    complete = [t for t in task_ids if all(t in stored[a] for a in INPUT_ASSETS)]
+    stale = input_state.stale_reasons(
+        task_ids,
+        stored,
+        code_versions=CODE_VERSIONS,
+        sources=input_state.source_digests(bench, complete),
+    )
+    return stale, stored
+
+
+def input_summary(stale: dict[str, str], n_tasks: int) -> str:
+    """One progress line: how many tasks' inputs are stale, an example why, the rest reused."""
+    line = f"inputs: {len(stale)} of {n_tasks} task(s) stale"
+    if stale:
+        task = next(iter(stale))
+        line += f" (e.g. {task}: {stale[task]})"
+    if len(stale) < n_tasks:
+        line += f"; {n_tasks - len(stale)} reused without an input run"
+    return line
+
+
+def run_pool_granularity(instance: dg.DagsterInstance) -> bool:
+    """Whether the instance's pools apply per run (``concurrency.pools.granularity: run``).
+
+    An ``input_batch`` run holds one ``graph_build`` slot for its batch; its per-task runs then
+    claim none. Under ``op`` granularity (Dagster's behaviour when none is configured) each of
+    those steps would wait for a second slot of the pool its batch already holds, so the
+    generation submits one run per task instead.
+    """
+    from dagster._core.instance.config import PoolGranularity
+
+    granularity = instance.get_concurrency_config().pool_config.pool_granularity
+    return granularity == PoolGranularity.RUN
+
+
+MAX_BATCH = 25
+"""Tasks per ``input_batch`` run at most: a batch pays one run start-up, but its tasks' cells
+wait for the whole batch, so batches stay small enough for cells to start early."""
+
+
+def input_jobs(stale: list[str], *, tags: dict[str, str], batched: bool, slots: int) -> list[Any]:
+    """The runs that build ``stale`` tasks' inputs: ``input_batch`` runs of bounded batches
+    (:func:`bench_assets.input_state.batches` over the ``graph_build`` pool's ``slots``), or one
+    asset run per task when ``batched`` is false (see :func:`run_pool_granularity`)."""
+    from bench_assets.defs.inputs import INPUT_BATCH_JOB, build_task_inputs
+    from bench_assets.driver.runqueue import Job
+    from bench_assets.input_state import batches
+
+    if not batched:
+        return [Job(INPUT_ASSETS, t, tags=tags, label=f"inputs {t}") for t in stale]
+    groups = batches(stale, slots=slots, max_size=MAX_BATCH)
+    return [
+        Job(
+            (),
+            None,
+            op_config={build_task_inputs.name: {"tasks": group}},
+            tags=tags,
+            label=f"inputs batch {i}/{len(groups)} ({group[0]}"
+            + (f" .. {group[-1]}, {len(group)} tasks)" if len(group) > 1 else ")"),
+            job=INPUT_BATCH_JOB,
+        )
+        for i, group in enumerate(groups, 1)
+    ]
+
+
+def input_job_tasks(job: Any) -> list[str] | None:
+    """The tasks whose inputs a job of :func:`input_jobs` builds; None for any other job."""
+    from bench_assets.defs.inputs import INPUT_BATCH_JOB, build_task_inputs
+
+    if job.job == INPUT_BATCH_JOB:
+        return list(job.op_config[build_task_inputs.name]["tasks"])
+    if job.job is None and tuple(job.assets) == INPUT_ASSETS:
+        return [str(job.partition)]
+    return None

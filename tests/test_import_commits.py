@@ -41,6 +41,10 @@ from bench_assets.mining import history, leaks
 from bench_assets.mining.documents import MinedTask, MineReport
 from bench_assets.mining.folders import GOLD_FILE
 
+# Under pytest-xdist (make test) this module stays on one worker:
+# the mined history is imported once per module.
+pytestmark = pytest.mark.xdist_group("import_commits")
+
 ENV = {
     "GIT_AUTHOR_NAME": "dev",
     "GIT_AUTHOR_EMAIL": "dev@example.invalid",
@@ -111,10 +115,6 @@ import os
 import pytest
 
 from calc.ops import absolute
-
-# Under pytest-xdist (make test) this module stays on one worker:
-# the mined history is imported once per module.
-pytestmark = pytest.mark.xdist_group("import_commits")
 
 
 def test_absolute_float():

@@ -34,6 +34,10 @@ from bench_assets.redact import Redactor
 from bench_assets.store import ArtifactStore
 from tests.conftest import make_bench, write_yaml
 
+# Under pytest-xdist (make test) this module stays on one worker:
+# the real sdist task is built once per module.
+pytestmark = pytest.mark.xdist_group("real_task")
+
 PACKAGE = "inflection"
 VERSION = "0.5.1"
 SDIST = f"{PACKAGE}-{VERSION}.tar.gz"
@@ -47,10 +51,6 @@ WRONG_FIX = "    if number % 100 in (11, 12) or number == 13:\n"
 FAIL_TO_PASS = ["test_inflection.py::test_ordinal", "test_inflection.py::test_ordinalize"]
 SMOKE_TEST = """\
 import inflection
-
-# Under pytest-xdist (make test) this module stays on one worker:
-# the real sdist task is built once per module.
-pytestmark = pytest.mark.xdist_group("real_task")
 
 
 def test_camelize():

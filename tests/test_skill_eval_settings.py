@@ -160,7 +160,9 @@ def test_import_refuses_a_harness_variable_with_file_and_field(tmp_path: Path, n
 def test_import_refuses_other_env_names_and_a_mutable_model(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"field 'env.MY_VAR': MY_VAR: keys must match EVAL_"):
         import_plugin(_plugin(tmp_path / "a", "env:\n  MY_VAR: x\n"), tmp_path / "tasks")
-    with pytest.raises(InputError, match=r"prompt.md: field 'model': model id 'sonnet' is a Claude Code alias"):
+    with pytest.raises(
+        InputError, match=r"prompt.md: field 'model': model id 'sonnet' is a Claude Code"
+    ):
         import_plugin(_plugin(tmp_path / "b", "model: sonnet\n"), tmp_path / "tasks")
     with pytest.raises(InputError, match=r"field 'allowed_tools': a list of tool names"):
         import_plugin(_plugin(tmp_path / "c", "allowed_tools: Read\n"), tmp_path / "tasks")
@@ -333,3 +335,14 @@ def test_real_cli_gets_the_case_model_prompt_tools_and_env(
     assert write.get("is_error") is True  # not offered, so not run
     assert not (tmp_path / "x.txt").exists()
     assert record.skill_eval is not None and record.skill_eval.score == 1.0, record.error_detail
+
+
+def test_a_fresh_bench_pins_the_model_the_cases_name(tmp_path: Path) -> None:
+    from bench_assets.skill_eval_tasks import ensure_bench
+
+    tasks = tmp_path / "tasks"
+    import_plugin(_plugin(tmp_path, f"model: {OTHER}\n"), tasks)
+    ensure_bench(tasks, judge=False)
+    assert yaml.safe_load((tasks / "bench.yaml").read_text())["model"] == OTHER
+    issues, _ = collect_issues(tasks)
+    assert not [i for i in issues if i.field == "skill_eval.model"]

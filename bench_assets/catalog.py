@@ -313,8 +313,11 @@ def _check_skill_eval(c: _Collector, task: Task, config: BenchConfig | None) -> 
     and a judge grader needs the judge pinned in bench.yaml (fail closed before paid work)."""
     from bench_assets.errors import InputError
     from bench_assets.skill_eval import parse_grading
+    from bench_assets.skill_eval_tasks import case_session_problems
 
     assert task.spec.skill_eval is not None
+    for fld, msg in case_session_problems(task.spec, config.model if config else None):
+        c.add(task.file, fld, msg)
     name = task.spec.skill_eval.grading
     if _oracle_file_problem(task.oracle_dir, name)[0] is not None:
         return  # already reported

@@ -33,3 +33,27 @@ def cell_keys(runs: Mapping[str, int]) -> list[str]:
 def identity_digest(identity: dict[str, Any]) -> str:
     """Digest of a cell identity."""
     return sha256_json(identity)
+
+
+def case_session_identity(
+    *,
+    allowed_tools: list[str],
+    append_system_prompt: str | None,
+    env: Mapping[str, str],
+    max_turns: int | None,
+    model: str | None,
+) -> dict[str, Any] | None:
+    """The identity part of a skill-eval case's session settings (``None`` when none is set).
+
+    Each of them changes the session, so a changed setting is a changed cell, never reused.
+    """
+    body: dict[str, Any] = {
+        "allowed_tools": list(allowed_tools),
+        "append_system_prompt": append_system_prompt,
+        "env": dict(sorted(env.items())),
+        "max_turns": max_turns,
+        "model": model,
+    }
+    if not any(body.values()):
+        return None
+    return body

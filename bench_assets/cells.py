@@ -27,7 +27,7 @@ from bench_assets.agents.replay import ReplayAdapter
 from bench_assets.binding import TaskBinding
 from bench_assets.canaries import CanaryOutcome
 from bench_assets.catalog import Benchmark
-from bench_assets.cellkeys import cell_key, identity_digest
+from bench_assets.cellkeys import case_session_identity, cell_key, identity_digest
 from bench_assets.egress import preflight as egress_preflight
 from bench_assets.environments import EnvironmentRecord
 from bench_assets.errorkinds import ErrorKind
@@ -35,7 +35,7 @@ from bench_assets.errors import WfbenchError
 from bench_assets.fsutil import atomic_write_text, remove_tree
 from bench_assets.grading import Grade, grade_cell
 from bench_assets.graph import GraphInfo
-from bench_assets.models import ArmSpec, ClaudeCodeAgent, CommandAgent, ReplayAgent
+from bench_assets.models import ArmSpec, ClaudeCodeAgent, CommandAgent, ReplayAgent, TaskSpec
 from bench_assets.oracle import OracleSnapshot
 from bench_assets.overlay import OverlaySnapshot
 from bench_assets.phases import PhaseRecord, plan_phases, run_phases
@@ -51,6 +51,7 @@ from bench_assets.review_cells import REVIEW_CONTRACT, ReviewGrade, grade_review
 from bench_assets.runner import PhaseResult
 from bench_assets.sanitize import Template
 from bench_assets.skill_eval_cell import grade_skill_eval, skill_error_kind
+from bench_assets.skill_eval_tasks import case_session
 from bench_assets.skill_graders import RunGrade
 from bench_assets.skills import SkillsSnapshot
 from bench_assets.store import ArtifactStore
@@ -161,7 +162,13 @@ def cell_identity(
     per_cell = getattr(adapter, "cell_identity", None)
     agent = per_cell(task_id, run) if callable(per_cell) else adapter.identity()
     # Only a task with an environment has the key, so no other cell's identity changed with it.
-    env = {"environment": ids.environment_digest} if ids.environment_digest is not None else {}
+    env: dict[str, Any] = {}
+    if ids.environment_digest is not None:
+        env["environment"] = ids.environment_digest
+    # Likewise only a skill-eval case that sets session settings has this key.
+    session = _case_session_identity(spec)
+    if session is not None:
+        env["case_session"] = session
     return {
         "harness_version": __version__,
         "grader": GRADER,
@@ -182,6 +189,19 @@ def cell_identity(
         "overlay": ids.overlay_digest if arm.skills == "candidate" else None,
         **env,
     }
+
+
+def _case_session_identity(spec: TaskSpec) -> dict[str, Any] | None:
+    se = spec.skill_eval
+    if se is None:
+        return None
+    return case_session_identity(
+        allowed_tools=list(se.allowed_tools),
+        append_system_prompt=se.append_system_prompt,
+        env=se.env,
+        max_turns=se.max_turns,
+        model=se.model,
+    )
 
 
 _NEW_ARM_FIELDS = ("kind", "phases")
@@ -330,6 +350,7 @@ def run_cell(
                 f"{'a review task' if task.spec.review else 'not a review task'}"
             )
         review_dir = new_output_dir(work) if arm.kind == "review" else None
+        case = case_session(task.spec, bench.config.model, str(task.file))
         ctx = SessionContext(
             task_id=task_id,
             arm=arm_name,
@@ -346,7 +367,10 @@ def run_cell(
             env_mounts=wt.env_mounts,
             review_output=review_dir,
             graph_file=inputs.graph_file,
-            max_turns=task.spec.skill_eval.max_turns if task.spec.skill_eval else None,
+            max_turns=case.max_turns,
+            allowed_tools=case.allowed_tools,
+            append_system_prompt=case.append_system_prompt,
+            case_env=case.env,
         )
         t0 = time.monotonic()
         outcome = run_phases(

@@ -37,6 +37,7 @@ from typing import Any
 import yaml
 
 from bench_assets.errors import InputError
+from bench_assets.models import check_model_id
 from bench_assets.skill_eval_tasks import (
     LABELS_FILE,
     PLUGINS_DIR,
@@ -48,6 +49,7 @@ from bench_assets.skill_eval_tasks import (
     _write,
     _write_skills,
     _write_tree,
+    env_key_problem,
 )
 from bench_assets.swebench import ImportedTask
 
@@ -71,7 +73,6 @@ REFUSED_CONTEXT = {
     "history_file": "resuming an earlier transcript is not supported by wfbench's agents",
     "add_dirs": "extra read-only directories are not supported (seed the workspace instead)",
 }
-_ENV_KEY = re.compile(r"^EVAL_[A-Z0-9_]*$")
 _FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?(.*)\Z", re.S | re.M)
 
 
@@ -208,8 +209,22 @@ def _run_settings(case: dict[str, Any], where: Path) -> dict[str, Any]:
     if not isinstance(env, dict):
         raise InputError(f"{where}: field 'env': must be a mapping")
     for k in env:
-        if not isinstance(k, str) or not _ENV_KEY.match(k):
-            raise InputError(f"{where}: field 'env.{k}': keys must match EVAL_[A-Z0-9_]*")
+        problem = env_key_problem(k)
+        if problem is not None:
+            raise InputError(f"{where}: field 'env.{k}': {problem}")
+    tools = case.get("allowed_tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, str) and t.strip() for t in tools):
+        raise InputError(f"{where}: field 'allowed_tools': a list of tool names")
+    asp = case.get("append_system_prompt")
+    if asp is not None and (not isinstance(asp, str) or not asp.strip()):
+        raise InputError(f"{where}: field 'append_system_prompt': non-blank text")
+    if case.get("model") is not None:
+        try:
+            check_model_id(str(case["model"]))
+        except ValueError as e:
+            raise InputError(
+                f"{where}: field 'model': {e} (the case's model must also be bench.yaml's)"
+            ) from None
     out = {
         "source": "claude-plugin-eval",
         "case": case["name"],

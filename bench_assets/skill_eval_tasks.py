@@ -5,11 +5,18 @@
 planned cases, leaving an unchanged task alone and returning the unified diff of a changed one
 (as ``wfbench import swebench`` does); :func:`ensure_bench` writes a fresh folder's bench.yaml.
 Used by :mod:`bench_assets.skill_eval_import` and :mod:`bench_assets.skill_eval_creator`.
+
+:func:`case_session` is what a case's run settings become in its cells' sessions (the model, the
+allowed tools, the appended system prompt, the ``EVAL_*`` environment, the turn cap), and
+:func:`case_session_problems` why they cannot (``wfbench validate`` reports them before any paid
+work). The model rule: a case's ``model`` must be bench.yaml's pinned ``model`` (or absent). A
+verdict names one model, the one bench.yaml pins and every record carries, so a case cannot run
+its cells on another; such a case is refused, never silently run on the pinned model.
 """
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +30,20 @@ from bench_assets.skill_eval import GRADING_FILE, SkillEvalGrading
 from bench_assets.swebench import ImportedTask, _diff, _existing
 
 TASK_CLASS = "skill-eval"
+ENV_KEY_RE = re.compile(r"^EVAL_[A-Z0-9_]*$")
+"""A case's ``env`` keys (``claude plugin eval`` fails a run on any other key)."""
+HARNESS_ENV = frozenset(
+    {
+        "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "HOME", "PATH", "USER", "LOGNAME", "TMPDIR", "SHELL", "CLAUDE_CONFIG_DIR", "IS_SANDBOX",
+        "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy",
+        "all_proxy", "no_proxy", "SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS", "PYTHONPATH",
+    }
+)  # fmt: skip
+"""Variables the harness sets for a session (model API, credentials, home, path, proxy): a case
+naming one is refused with its own message, not only for missing the ``EVAL_`` prefix."""
+
 ALWAYS_PASSES = 'python -c "pass"'
 
 
@@ -30,6 +51,72 @@ ALWAYS_PASSES = 'python -c "pass"'
 class _Planned:
     task_id: str
     files: dict[str, bytes]
+
+
+def env_key_problem(key: object) -> str | None:
+    """Why a case's ``env`` key cannot be used (``None`` when it can)."""
+    if not isinstance(key, str):
+        return "keys must be strings matching EVAL_[A-Z0-9_]*"
+    if key in HARNESS_ENV or key.startswith(("ANTHROPIC_", "CLAUDE_")) or "PROXY" in key.upper():
+        return (
+            f"{key} is the harness's own variable (model API, credentials, HOME, PATH, proxy); "
+            "a case may set only EVAL_[A-Z0-9_]* variables"
+        )
+    if not ENV_KEY_RE.match(key):
+        return f"{key}: keys must match EVAL_[A-Z0-9_]*"
+    return None
+
+
+@dataclass(frozen=True)
+class CaseSession:
+    """A skill-eval case's settings for each of its sessions (empty for any other task)."""
+
+    allowed_tools: tuple[str, ...] = ()
+    """The tools the case grants (``--tools``/``--allowedTools``); empty: the arm's govern."""
+    append_system_prompt: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """``EVAL_*`` variables set in the session (never a harness variable)."""
+    max_turns: int | None = None
+    model: str | None = None
+    """The case's model: always bench.yaml's pinned model when set (module docstring)."""
+
+
+def case_session_problems(spec: TaskSpec, bench_model: str | None) -> list[tuple[str, str]]:
+    """(field, message) of every case setting the session cannot honour, for ``validate``."""
+    se = spec.skill_eval
+    if se is None:
+        return []
+    out = [(f"skill_eval.env.{k}", p) for k in se.env if (p := env_key_problem(k)) is not None]
+    if se.model is not None and bench_model is not None and se.model != bench_model:
+        out.append(
+            (
+                "skill_eval.model",
+                f"the case asks for model {se.model!r} but bench.yaml pins {bench_model!r}: "
+                "every cell of a verdict runs on bench.yaml's model, so remove the case's model "
+                "or pin that model in bench.yaml (a dated id)",
+            )
+        )
+    if se.append_system_prompt is not None and not se.append_system_prompt.strip():
+        out.append(("skill_eval.append_system_prompt", "blank; remove it or give the text"))
+    return out
+
+
+def case_session(spec: TaskSpec, bench_model: str, where: str = "task.yaml") -> CaseSession:
+    """The session settings of a task's cells; :class:`InputError` when one cannot be honoured."""
+    se = spec.skill_eval
+    if se is None:
+        return CaseSession()
+    problems = case_session_problems(spec, bench_model)
+    if problems:
+        fld, msg = problems[0]
+        raise InputError(f"{where}: field '{fld}': {msg}")
+    return CaseSession(
+        allowed_tools=tuple(se.allowed_tools),
+        append_system_prompt=se.append_system_prompt,
+        env=dict(se.env),
+        max_turns=se.max_turns,
+        model=se.model,
+    )
 
 
 def _refuse_unknown(path: Path, keys: Any, allowed: frozenset[str], prefix: str = "") -> None:
@@ -177,16 +264,32 @@ JUDGE_DEFAULT = {
 ``claude plugin eval`` defaults to (reference §1.5), dated, at its list prices."""
 
 
+def _cases_model(tasks: Path) -> str | None:
+    """The one model the imported cases name, if they all name the same one (else ``None``)."""
+    models = set()
+    for path in sorted(tasks.glob("*/task.yaml")):
+        try:
+            doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        se = doc.get("skill_eval") if isinstance(doc, dict) else None
+        if isinstance(se, dict) and isinstance(se.get("model"), str):
+            models.add(se["model"])
+    return models.pop() if len(models) == 1 else None
+
+
 def ensure_bench(
     tasks: Path, model: str = "claude-sonnet-4-5-20250929", *, judge: bool = True
 ) -> Path | None:
     """A bench.yaml with the two arms ``claude plugin eval`` compares, for a fresh folder (and
-    the judge pinned when ``judge``: some imported case has llm/baseline graders)."""
+    the judge pinned when ``judge``: some imported case has llm/baseline graders). Its ``model``
+    is the one the imported cases name when they all name the same one, so they validate."""
     from bench_assets.fsutil import atomic_write_text
 
     bench = tasks / "bench.yaml"
     if bench.exists():
         return None
+    model = _cases_model(tasks) or model
     (tasks / "skills").mkdir(parents=True, exist_ok=True)
     doc = {
         "model": model,

@@ -93,6 +93,12 @@ class SessionContext:
     max_turns: int | None = None
     """This session's turn cap when the task declares one (a skill-eval case's ``max_turns``),
     in place of the agent's ``max_turns``."""
+    allowed_tools: tuple[str, ...] = ()
+    """The tools a skill-eval case grants (narrowed by the arm's own grant); empty: the arm's."""
+    append_system_prompt: str | None = None
+    """Text a skill-eval case appends to the agent's system prompt."""
+    case_env: dict[str, str] = field(default_factory=dict)
+    """A skill-eval case's ``EVAL_*`` variables, set in the session; never a harness variable."""
     review_output: Path | None = None
     """Review sessions: host folder mounted writable at ``/review-output`` (outside the
     worktree), where the agent writes its review; the worktree is then mounted read-only."""

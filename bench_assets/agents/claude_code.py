@@ -7,6 +7,7 @@ One session is one sandboxed process::
         --permission-mode MODE --disallowedTools WebSearch --disallowedTools WebFetch
         [--settings '{"skillOverrides":{...}}'] [--tools T,...] [--allowedTools T]...
         [--disallowedTools T]... [--max-turns N] [--max-budget-usd X] [--effort E]
+        [--append-system-prompt=TEXT]
 
 with the prompt on standard input (never in argv, where any process could read it). The CLI's
 ``stream-json`` output is one JSON object per line: a ``system``/``init`` event, ``assistant`` and
@@ -46,6 +47,12 @@ What every session is, whatever the arm (so arms differ only in what they claim 
   disallowed (``WebSearch`` runs on the API's side, ``WebFetch`` would need the network).
 * **Dated model ids only** (see :func:`bench_assets.models.check_model_id`); ``init.model`` must
   equal the requested id. Tokens per model come from ``modelUsage``.
+
+* **A skill-eval case's settings** (:class:`~bench_assets.skill_eval_tasks.CaseSession`, passed
+  in the context): its ``allowed_tools`` narrowed by the arm's (:func:`granted_tools`), its
+  appended system prompt, its ``EVAL_*`` variables (set first, so no harness variable can be
+  replaced; a case naming one never starts: :func:`case_problem`) and its turn cap. Its model is
+  bench.yaml's (validation refuses another), so ``--model`` is unchanged.
 
 Outcomes come from the CLI's own fields: ``error_max_turns`` is ``turn-limit`` and
 ``error_max_budget_usd`` is ``budget-limit`` (valid negatives); an API failure — reported as
@@ -470,24 +477,27 @@ class ClaudeCodeAdapter:
 
     # --- one session -----------------------------------------------------------------------------
 
-    def permission_mode(self) -> str:
+    def permission_mode(self, ctx: SessionContext | None = None) -> str:
         """``dontAsk`` when tools are pre-approved (others are denied), else ``bypassPermissions``.
 
-        Headless sessions cannot answer permission prompts; the sandbox is the boundary.
+        Headless sessions cannot answer permission prompts; the sandbox is the boundary. With
+        ``ctx``, the session's mode: a skill-eval case that grants tools makes it ``dontAsk``.
         """
-        return "dontAsk" if self._spec.allowed_tools else "bypassPermissions"
+        if self._spec.allowed_tools or (ctx is not None and ctx.allowed_tools):
+            return "dontAsk"
+        return "bypassPermissions"
 
-    def _allowed_tools(self, expected_skill: str | None) -> list[str]:
-        allowed = list(self._spec.allowed_tools)
+    def _allowed_tools(self, ctx: SessionContext) -> list[str]:
+        allowed = granted_tools(self._spec.allowed_tools, ctx.allowed_tools)
         bases = {t.split("(", 1)[0].strip() for t in allowed}
-        if allowed and expected_skill and _SKILL_TOOL not in bases:
+        if allowed and ctx.expected_skill and _SKILL_TOOL not in bases:
             # An arm that expects a skill but forgot the tool would be "skill-not-invoked" for
             # the harness's reason, not the agent's.
             allowed.append(_SKILL_TOOL)
         return allowed
 
-    def _builtin_tools(self, expected_skill: str | None) -> tuple[str, ...] | None:
-        allowed = self._allowed_tools(expected_skill)
+    def _builtin_tools(self, ctx: SessionContext) -> tuple[str, ...] | None:
+        allowed = self._allowed_tools(ctx)
         if not allowed:
             return None
         builtins = dict.fromkeys(
@@ -519,15 +529,15 @@ class ClaudeCodeAdapter:
             "--setting-sources",
             SETTING_SOURCES,
             "--permission-mode",
-            self.permission_mode(),
+            self.permission_mode(ctx),
         ]
         if settings is not None:
             args += ["--settings", settings]
-        builtins = self._builtin_tools(ctx.expected_skill)
+        builtins = self._builtin_tools(ctx)
         if builtins is not None:
             # --allowedTools only pre-approves; --tools is what restricts the built-in set.
             args += ["--tools", ",".join(builtins)]
-            for tool in self._allowed_tools(ctx.expected_skill):
+            for tool in self._allowed_tools(ctx):
                 args += ["--allowedTools", tool]
         for tool in dict.fromkeys([*ALWAYS_DISALLOWED, *spec.disallowed_tools]):
             args += ["--disallowedTools", tool]
@@ -539,6 +549,9 @@ class ClaudeCodeAdapter:
             args += ["--max-budget-usd", f"{budget:g}"]
         if ctx.effort:
             args += ["--effort", ctx.effort]
+        if ctx.append_system_prompt is not None:
+            # One argument with "=", so a text starting with "-" is never read as a flag.
+            args.append(f"--append-system-prompt={ctx.append_system_prompt}")
         for dest in self._tools.plugin_dests():
             args += ["--plugin-dir", dest]
         return args
@@ -560,16 +573,16 @@ class ClaudeCodeAdapter:
 
     def expectations(self, ctx: SessionContext, builtins: Builtins | None = None) -> Expectations:
         """What this arm's session must look like (for :func:`check_init` and :func:`judge`)."""
-        allowed = self._allowed_tools(ctx.expected_skill)
+        allowed = self._allowed_tools(ctx)
         granted = frozenset(t.strip() for t in allowed if "(" not in t)
         restricted = frozenset(t.split("(", 1)[0].strip() for t in allowed if "(" in t) - granted
         disallowed = frozenset(
             t.split("(", 1)[0].strip() for t in [*ALWAYS_DISALLOWED, *self._spec.disallowed_tools]
         )
         return Expectations(
-            permission_mode=self.permission_mode(),
+            permission_mode=self.permission_mode(ctx),
             model=ctx.model,
-            tools=self._builtin_tools(ctx.expected_skill),
+            tools=self._builtin_tools(ctx),
             installed_skills=installed_skills(ctx.workdir),
             expected_skill=ctx.expected_skill,
             disallowed=disallowed,
@@ -590,8 +603,13 @@ class ClaudeCodeAdapter:
         effort: str | None,
         *,
         bypass: bool,
+        case: SessionContext | None = None,
     ) -> dict[str, str]:
-        extra = dict(passed)
+        """The session's environment: a skill-eval case's ``EVAL_*`` variables first, then
+        everything the harness sets, which a case variable can never replace (:meth:`_prepared`
+        refuses a session whose case names one)."""
+        extra = dict(case.case_env) if case is not None else {}
+        extra.update(passed)
         extra.update(_SESSION_ENV)
         if runtime.path_prefix:
             extra["PATH"] = ":".join([*runtime.path_prefix, sandbox_env()["PATH"]])
@@ -615,6 +633,9 @@ class ClaudeCodeAdapter:
         builtins = self.builtins()
         if isinstance(builtins, str):
             return builtins
+        problem = case_problem(ctx, self._spec.allowed_tools)
+        if problem is not None:
+            return problem
         want = self.expectations(ctx, builtins)
         clash = sorted(builtins.skills & want.installed_skills)
         if clash:
@@ -641,7 +662,7 @@ class ClaudeCodeAdapter:
             for name, value in ctx.secrets_env.items()
             if name != BASE_URL_ENV
         }
-        bypass = self.permission_mode() == "bypassPermissions"
+        bypass = self.permission_mode(ctx) == "bypassPermissions"
         try:
             tool_mounts = self._tools.mounts(ctx.graph_file)
         except ContainmentError as e:
@@ -649,7 +670,7 @@ class ClaudeCodeAdapter:
         with tempfile.TemporaryDirectory(prefix="wfbench-mask-") as mask_dir:
             init, why = _probe(
                 self.argv(str(runtime.exe), ctx, settings=settings),
-                self._env(runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass),
+                self._env(runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass, case=ctx),
                 ctx,
                 (*runtime.mounts, *_settings_masks(ctx.workdir, Path(mask_dir)), *tool_mounts),
             )
@@ -689,7 +710,7 @@ class ClaudeCodeAdapter:
             for name, value in ctx.secrets_env.items()
             if name != BASE_URL_ENV
         }
-        bypass = self.permission_mode() == "bypassPermissions"
+        bypass = self.permission_mode(ctx) == "bypassPermissions"
         try:
             tool_mounts = self._tools.mounts(ctx.graph_file)
         except ContainmentError as e:
@@ -705,7 +726,9 @@ class ClaudeCodeAdapter:
                 res = run(
                     self.argv(str(runtime.exe), ctx, settings=settings),
                     isolation=Isolation.SANDBOX,
-                    env=self._env(runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass),
+                    env=self._env(
+                        runtime, {**ctx.env_vars, **passed}, ctx.effort, bypass=bypass, case=ctx
+                    ),
                     timeout_s=ctx.timeout_s,
                     stdin=ctx.prompt.encode("utf-8"),
                     max_output=MAX_TRANSCRIPT_BYTES,
@@ -755,6 +778,48 @@ class ClaudeCodeAdapter:
             agent_version=version,
             wall_s=res.duration_s,
         )
+
+
+def granted_tools(arm: list[str] | tuple[str, ...], case: tuple[str, ...]) -> list[str]:
+    """The tools a session is granted: the arm's, or a skill-eval case's narrowed by them.
+
+    A case's ``allowed_tools`` cannot widen the operator's grant (as in ``claude plugin eval``):
+    when the arm restricts tools, a case tool the arm does not grant is removed, and a plain case
+    tool the arm grants only as patterns (``Bash(git *)``) gets the arm's patterns. An arm that
+    restricts nothing grants the case's list as written. No case list: the arm's.
+    """
+    if not case:
+        return list(arm)
+    if not arm:
+        return list(dict.fromkeys(case))
+    plain = {t.strip() for t in arm if "(" not in t}
+    out: list[str] = []
+    for tool in case:
+        base = tool.split("(", 1)[0].strip()
+        if base in plain or tool in arm:
+            out.append(tool)
+        elif "(" not in tool:
+            out += [t for t in arm if t.split("(", 1)[0].strip() == base]
+    return list(dict.fromkeys(out))
+
+
+def case_problem(ctx: SessionContext, arm_tools: list[str] | tuple[str, ...]) -> str | None:
+    """Why a skill-eval case's settings cannot be honoured in this session (free, before it)."""
+    from bench_assets.skill_eval_tasks import env_key_problem
+
+    harness = {*_SESSION_ENV, *sandbox_env(), "IS_SANDBOX", BASE_URL_ENV, *CREDENTIAL_HEADERS}
+    for key in ctx.case_env:
+        problem = env_key_problem(key)
+        if problem is None and key in harness:
+            problem = f"{key} is set by the harness"
+        if problem is not None:
+            return f"the case's env: {problem}"
+    if ctx.allowed_tools and not granted_tools(arm_tools, ctx.allowed_tools):
+        return (
+            f"the case's allowed_tools ({', '.join(ctx.allowed_tools)}) are none of those the "
+            f"arm grants ({', '.join(arm_tools)}): the session would have no tool the case wants"
+        )
+    return None
 
 
 _HEADLESS = ("-p", "--input-format", "text", "--output-format", "stream-json", "--verbose")

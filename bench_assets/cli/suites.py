@@ -342,9 +342,13 @@ def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) ->
     incumbent skills (TASKS/skills/, installed by `skills: incumbent` arms); the whole plugin
     (agents, commands, hooks too, without its evals) is copied to TASKS/_plugins/<name>/ for a
     claude-code arm's `plugin_dirs`. A field wfbench cannot honour (history_file, add_dirs,
-    MCP mocks, mock_calls, an unknown key) is refused with the file and field named. Re-importing
-    is idempotent; a changed case prints its diff. A fresh TASKS folder gets a bench.yaml with
-    with_plugin / without_plugin arms.
+    MCP mocks, mock_calls, an unknown key) is refused with the file and field named. The run
+    settings are applied to each claude-code session (allowed tools, appended system prompt,
+    EVAL_* env, turn cap); a case's model must be bench.yaml's pinned model (validate refuses
+    another), and env names of the harness (API URL, keys, HOME, PATH, proxy) are refused.
+    Re-importing is idempotent; a changed case prints its diff. A fresh TASKS folder gets a
+    bench.yaml with with_plugin / without_plugin arms (pinning the cases' model when they all
+    name the same one).
     """
     from bench_assets.skill_eval_import import import_plugin
     from bench_assets.skill_eval_tasks import ensure_bench, needs_judge

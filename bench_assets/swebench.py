@@ -367,18 +367,26 @@ def _write_gold(tasks: Path, instances: list[SwebenchInstance]) -> Path:
     return atomic_write_text(path, text)
 
 
-def ensure_bench(tasks: Path) -> Path | None:
-    """A minimal bench.yaml (one ``gold`` replay arm) for a fresh tasks folder; None if present."""
+def ensure_bench(
+    tasks: Path, *, gold_file: str = GOLD_FILE, importer: str = "swebench", empty_gold: bool = False
+) -> Path | None:
+    """A minimal bench.yaml (one ``gold`` replay arm reading ``gold_file``) for a fresh tasks
+    folder; None if present. ``empty_gold`` creates an empty gold file when there is none yet."""
     bench = tasks / "bench.yaml"
     if bench.exists():
         return None
     (tasks / "skills").mkdir(parents=True, exist_ok=True)
+    if empty_gold and not (tasks / gold_file).exists():
+        (tasks / gold_file).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(tasks / gold_file, "")
     doc = {
         "model": "claude-sonnet-4-5-20250929",
         "runs": 1,
         "arms": {
-            "gold": {"agent": {"adapter": "replay", "predictions": GOLD_FILE}, "skills": "none"}
+            "gold": {"agent": {"adapter": "replay", "predictions": gold_file}, "skills": "none"}
         },
     }
-    header = "# Written by `wfbench import swebench` for a fresh folder: edit the arms to taste.\n"
+    header = (
+        f"# Written by `wfbench import {importer}` for a fresh folder: edit the arms to taste.\n"
+    )
     return atomic_write_text(bench, header + yaml.safe_dump(doc, sort_keys=False))

@@ -27,6 +27,20 @@ def import_group() -> None:
     """Turn another benchmark's tasks into wfbench task folders."""
 
 
+def _print_imported(results: list, quiet: bool, noun: str, trailer: str) -> None:
+    """One line per imported item (with its diff when it changed), then the counts."""
+    for r in results:
+        click.echo(f"{r.status:<9} {r.instance_id}")
+        if r.diff and not quiet:
+            click.echo(r.diff, nl=False)
+    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "changed")}
+    unchanged = len(results) - sum(counts.values())
+    click.echo(
+        f"{len(results)} {noun}: {counts['created']} created, {counts['changed']} changed, "
+        f"{unchanged} unchanged{trailer}"
+    )
+
+
 @import_group.command(name="swebench")
 @click.argument("source", type=click.Path(path_type=Path, exists=True, dir_okay=False))
 @click.option(
@@ -65,16 +79,7 @@ def import_swebench(
     made = ensure_bench(tasks_dir)
     if made is not None:
         progress(f"wrote {made} (one `gold` replay arm); edit its arms to benchmark agents")
-    for r in results:
-        click.echo(f"{r.status:<9} {r.instance_id}")
-        if r.diff and not quiet:
-            click.echo(r.diff, nl=False)
-    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "changed")}
-    unchanged = len(results) - sum(counts.values())
-    click.echo(
-        f"{len(results)} instance(s): {counts['created']} created, {counts['changed']} changed, "
-        f"{unchanged} unchanged; gold patches in {tasks_dir / GOLD_FILE}"
-    )
+    _print_imported(results, quiet, "instance(s)", f"; gold patches in {tasks_dir / GOLD_FILE}")
 
 
 # -- import commits ------------------------------------------------------------------------------
@@ -314,19 +319,6 @@ def _records(tasks_dir: Path, generation: str) -> list["CellRecord"]:
 # --- skill-eval suites (issue 26): `import claude-plugin-eval`, `import skill-creator` ---------
 
 
-def _print_imported(results: list, tasks_dir: Path, quiet: bool) -> None:
-    for r in results:
-        click.echo(f"{r.status:<9} {r.instance_id}")
-        if r.diff and not quiet:
-            click.echo(r.diff, nl=False)
-    counts = {s: sum(1 for r in results if r.status == s) for s in ("created", "changed")}
-    unchanged = len(results) - sum(counts.values())
-    click.echo(
-        f"{len(results)} item(s): {counts['created']} created, {counts['changed']} changed, "
-        f"{unchanged} unchanged in {tasks_dir}"
-    )
-
-
 @import_group.command(name="claude-plugin-eval")
 @click.argument("plugin_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @tasks_option
@@ -358,7 +350,7 @@ def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) ->
     made = ensure_bench(tasks_dir, judge=needs_judge(tasks_dir))
     if made is not None:
         progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
-    _print_imported(results, tasks_dir, quiet)
+    _print_imported(results, quiet, "item(s)", f" in {tasks_dir}")
 
 
 @import_group.command(name="skill-creator")
@@ -382,7 +374,7 @@ def import_skill_creator_cmd(evals_json: Path, tasks_dir: Path, quiet: bool) -> 
     made = ensure_bench(tasks_dir, judge=needs_judge(tasks_dir))
     if made is not None:
         progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")
-    _print_imported(results, tasks_dir, quiet)
+    _print_imported(results, quiet, "item(s)", f" in {tasks_dir}")
 
 
 def plugin_eval_export(

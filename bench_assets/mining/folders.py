@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from bench_assets import swebench
 from bench_assets.errors import InputError
 from bench_assets.fsutil import atomic_write_bytes, atomic_write_text, publish_dir, remove_tree
 from bench_assets.mining.documents import CandidateLine, MinedTask, MineLedger
@@ -24,22 +25,7 @@ MINED_FILE = "mined.json"
 
 def ensure_bench(tasks: Path) -> Path | None:
     """A minimal bench.yaml (one ``gold`` replay arm) for a fresh tasks folder; None if present."""
-    bench = tasks / "bench.yaml"
-    if bench.exists():
-        return None
-    (tasks / "skills").mkdir(parents=True, exist_ok=True)
-    if not (tasks / GOLD_FILE).exists():
-        (tasks / GOLD_FILE).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(tasks / GOLD_FILE, "")
-    doc = {
-        "model": "claude-sonnet-4-5-20250929",
-        "runs": 1,
-        "arms": {
-            "gold": {"agent": {"adapter": "replay", "predictions": GOLD_FILE}, "skills": "none"}
-        },
-    }
-    header = "# Written by `wfbench import commits` for a fresh folder: edit the arms to taste.\n"
-    return atomic_write_text(bench, header + yaml.safe_dump(doc, sort_keys=False))
+    return swebench.ensure_bench(tasks, gold_file=GOLD_FILE, importer="commits", empty_gold=True)
 
 
 def read_mined(folder: Path) -> MinedTask | None:

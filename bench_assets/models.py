@@ -777,8 +777,13 @@ class PolicyConfig(_Strict):
     exceeds this makes the generation re-pay the comparator's reused cells fresh (once; for
     power, not for validity: the cost test already corrects for drift)."""
     regression_error: float = Field(default=0.10, gt=0, lt=0.5)
-    """Gate v3: the per-task regression veto's family error (one-sided Fisher, Bonferroni over
-    the counted tasks), checked at every look."""
+    """Gate v3: the per-task regression veto's family error over the counted tasks (one-sided
+    Fisher per task, combined by ``regression_test``), checked at every look."""
+    regression_test: Literal["min_p", "bonferroni"] = "min_p"
+    """Gate v3: how the per-task Fisher p values are combined. ``min_p``: the exact max-type
+    statistic (the family-wise chance of the smallest p given every task's margins; fires at 3
+    vs 3 runs); ``bonferroni``: p ≤ ``regression_error`` / tasks (v2's rule; cannot fire at 3 vs
+    3 runs). See bench_assets/gate/regression.py and bench/gate_veto_power.py."""
     # -- paired_v2 only; see bench_assets/gate/paired2.py
     v2_noninferiority_confidence: float = Field(default=0.83, gt=0.5, lt=1)
     """paired_v2: one-sided level of the resolve-rate bound, split evenly over the looks."""
@@ -887,6 +892,7 @@ POLICY_READS: dict[str, frozenset[str]] = {
         "drift_prior_sd",
         "drift_repay_above",
         "regression_error",
+        "regression_test",
     },
     "paired_v2": _POLICY_COMMON
     | _PAIRED_FAMILY

@@ -41,9 +41,11 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
    cost test is already corrected). Old evidence with no fresh run on any task: insufficient.
 5. **Total spend** against the same drift-corrected comparator (per task ``w``·fresh mean +
    ``(1 − w)``·old mean/``exp(δ̂)``): above ``max_total_spend_ratio`` → keep.
-6. **Per-task regression veto** (keep): one-sided Fisher p ≤ ``regression_error``/n on a task,
-   at every look (v2's rule; at 3 vs 3 runs it cannot fire — see the calibration for its power
-   at the maximum runs).
+6. **Per-task regression veto** (keep), at every look: ``regression_test: min_p`` (default), the
+   exact max-type statistic of :mod:`bench_assets.gate.regression` — the family-wise chance of
+   the smallest one-sided Fisher p over the tasks given their margins — at most
+   ``regression_error``; it fires at 3 vs 3 runs, where v2's Bonferroni rule (``bonferroni``)
+   cannot. ``bench/gate_veto_power.py`` prints its power.
 7. **The last look decides.** At a look before the last, only-inconclusive evidence tops up
    (``next_action = top_up``); at the last look a test that has not passed is *keep*: the design
    has answered, and a later generation re-testing the same candidate would spend the error
@@ -55,7 +57,7 @@ import statistics
 from typing import Literal
 
 from bench_assets.errorkinds import is_excluded
-from bench_assets.gate import paired2
+from bench_assets.gate import paired2, regression
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     Bounds,
@@ -433,7 +435,7 @@ def check_set(
                 f"(mutually_unresolved: {policy.mutually_unresolved}): {', '.join(unresolved)}.",
             )
         )
-    paired2.hard_regressions(counted, 1 - policy.regression_error)
+    veto = regression.screen(counted, policy.regression_error, policy.regression_test)
     for t in counted:
         findings.extend(f for f in t.findings if f.rule == "hard_regression")
     drift = _drift(tasks, inp, rows)
@@ -571,5 +573,6 @@ def check_set(
         gate_version=3,
         sequential=design,
         cost_weight=weight,
+        regression_veto=veto,
     )
     return stats, action

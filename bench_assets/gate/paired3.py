@@ -13,7 +13,8 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
    test's *observed information fraction* is ``t_k = V(M)/V(m_k)``, its variance of the mean at
    the last look's ``M`` runs over its variance at ``m_k`` (the binomial and run-level variance
    components of this look's evidence; 1 at the last look). Its error is spent by Lan–DeMets
-   (``spending``: Pocock type by default, O'Brien–Fleming type on request) over the fractions of looks ``1..k``
+   (``spending``: Pocock type by default, O'Brien–Fleming type on request) over the fractions
+   of looks ``1..k``
    (:mod:`bench_assets.gate.sequential`); the boundary becomes a one-sided nominal level
    ``a_k``, read through Student's t with ``n − 1`` degrees of freedom. The mirror-image
    futility boundary spends ``futility_error`` the same way (level ``f_k``; none at the last

@@ -147,14 +147,18 @@ def play_v1(world: World, policy: PolicyConfig, runs: int = RUNS) -> tuple[str, 
 
 
 def play_v2(
-    world: World, policy: PolicyConfig, runs: int = RUNS, history: str = "pooled"
+    world: World,
+    policy: PolicyConfig,
+    runs: int = RUNS,
+    history: str = "pooled",
+    canaries_per_task: int = CANARIES_PER_TASK,
 ) -> tuple[str, int, int]:
     """paired (v3) and paired_v2 as ``wfbench evolve`` plays them (bench_assets/driver/looks.py):
     canaries + reused + pooled comparator (``history`` pooled) or every comparator run fresh
     (``none``), retries, then sequential looks that top up the candidate or re-pay the
     comparator's reused cells fresh (dropping the pooled history) on drift."""
     ids = [f"t{i:02d}" for i in range(world.s.tasks)]
-    canaries = runs if history == "none" else min(CANARIES_PER_TASK, runs)
+    canaries = runs if history == "none" else min(canaries_per_task, runs)
     fresh = world.draw("comparator", canaries)
     comp_paid = fresh.resolved.size + world.redraw("comparator", fresh, policy.retries)
     comp = _outcomes(ids, "comparator", fresh, first_run=0, old=False, pooled=False)
@@ -213,6 +217,7 @@ class Job:
     count: int
     runs: int = RUNS
     history: str = "pooled"
+    canaries: int = CANARIES_PER_TASK
 
 
 def run_job(job: Job) -> tuple[int, int, int, int, int]:
@@ -223,7 +228,7 @@ def run_job(job: Job) -> tuple[int, int, int, int, int]:
     for g in range(job.first, job.first + job.count):
         world = World(job.scenario, job.seed, g)
         if v2:
-            decision, c, k = play_v2(world, job.config, job.runs, job.history)
+            decision, c, k = play_v2(world, job.config, job.runs, job.history, job.canaries)
         else:
             decision, c, k = play_v1(world, job.config, job.runs)
         promoted += decision == "promote"
@@ -505,6 +510,13 @@ def main() -> None:
         "--runs", type=int, default=RUNS, help=f"runs per task at the first look (default {RUNS})"
     )
     parser.add_argument(
+        "--canaries",
+        type=int,
+        default=CANARIES_PER_TASK,
+        help="fresh gate canaries per task in the pooled history (default: the planner's "
+        f"reuse.gate_canaries_per_task, {CANARIES_PER_TASK})",
+    )
+    parser.add_argument(
         "--frontier",
         action="store_true",
         help="sweep paired_v2 designs (runs, looks, margin, level) and print the frontier of "
@@ -552,7 +564,17 @@ def main() -> None:
                 for seed in seeds:
                     for first in range(0, n, CHUNK):
                         jobs.append(
-                            Job(pol, cfg, scen, seed, first, min(CHUNK, n - first), runs, history)
+                            Job(
+                                pol,
+                                cfg,
+                                scen,
+                                seed,
+                                first,
+                                min(CHUNK, n - first),
+                                runs,
+                                history,
+                                args.canaries,
+                            )
                         )
     ni_args = [
         (tasks, pr, comp, max(200, n // 2), args.seed)

@@ -85,7 +85,7 @@ def test_a_stored_v2_decision_reads_back_under_the_rules_it_was_decided_by() -> 
     assert back.policy_name == "paired_v2" and back.policy.name == "paired_v2"
     assert back.policy.v2_resolve_margin == 0.15 and back.policy.max_looks == 1
     assert back.paired_v2 is not None and back.paired_v2.gate_version == 2
-    # a schema-4 decision is read as written (no migration): v3 stays v3
+    # a current decision is read as written (no migration): v3 stays v3
     new = decide(gate(world(10), V3))
     assert Decision.model_validate_json(new.model_dump_json()) == new
 
@@ -225,13 +225,19 @@ def _broken_task(cand: str, pool: int = 0) -> dict[str, Cells]:
     return w
 
 
-def test_the_regression_veto_needs_pooled_history_or_more_candidate_runs() -> None:
-    # 3/3 vs 0/3 (p = 1/20) and 3/3 vs 0/6 (p = 1/84) never reach 0.10/10: no history, no veto
+def test_the_bonferroni_veto_needs_pooled_history_the_min_p_veto_does_not() -> None:
+    bonf = LAST.model_copy(update={"regression_test": "bonferroni"})
+    # v2's rule: 3/3 vs 0/3 (p = 1/20) and 3/3 vs 0/6 (p = 1/84) never reach 0.10/10
     for cand in ("NNN", "NNNNNN"):
-        assert "hard_regression" not in rules(decide(gate(_broken_task(cand), LAST)))
+        assert "hard_regression" not in rules(decide(gate(_broken_task(cand), bonf)))
     # with the comparator's pooled history, 12/12 vs 0/6 (p = 1/18564) is vetoed
-    at6 = decide(gate(_broken_task("NNNNNN", pool=9), LAST))
+    at6 = decide(gate(_broken_task("NNNNNN", pool=9), bonf))
     assert "hard_regression" in rules(at6, "keep") and at6.decision == "keep_incumbent"
+    # the default exact min-p veto fires on both without history (every other task is 3/3 vs
+    # 3/3, which cannot produce a small p, so the family error is the broken task's p alone)
+    for cand in ("NNN", "NNNNNN"):
+        d = decide(gate(_broken_task(cand), LAST))
+        assert "hard_regression" in rules(d, "keep") and d.decision == "keep_incumbent"
 
 
 def test_cells_of_the_candidate_read_through_missing_and_excluded_rules() -> None:

@@ -82,6 +82,14 @@ def applicable_cells(
     return out
 
 
+def _power_metadata(decision: gate_mod.Decision) -> dg.MetadataValue | None:
+    """What this suite can promise (gate v3's power report, bench_assets/gate/power.py)."""
+    from bench_assets.gate.power import decision_report, report_lines
+
+    r = decision_report(decision)
+    return None if r is None else dg.MetadataValue.md("\n".join(f"- {s}" for s in report_lines(r)))
+
+
 def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
     """(asset, cell key) of every planned cell per task, from bench.yaml."""
     comparator, candidate = bench_cell_keys(tasks_dir)
@@ -601,6 +609,7 @@ def promotion_decision(
         "looks_drift_pool": dg.MetadataValue.md("\n".join(f"- {s}" for s in v2_lines(decision)))
         if decision.paired_v2 is not None
         else None,
+        "power_report": _power_metadata(decision),
         "how_to_read": dg.MetadataValue.md(
             "\n".join(f"- {n}" for n in report_mod.reading_notes(doc))
         ),

@@ -4,7 +4,7 @@ looks, the comparator drift estimate and the pooled history the decision rests o
 
 import math
 
-from bench_assets.gate.models import Decision
+from bench_assets.gate.models import Decision, RegressionVeto
 from bench_assets.gate.numerics import pct
 
 
@@ -78,6 +78,8 @@ def v2_lines(d: Decision) -> list[str]:
             f" spent so far {sq.resolve_spent:.4g} / {sq.cost_spent:.4g}"
             + ("; this is the last look" if sq.last_look else "")
         )
+    if s.regression_veto is not None:
+        out.append(veto_line(s.regression_veto))
     ts = s.total_spend
     ratio = "n/a" if ts.ratio is None else f"{ts.ratio:.3f}x"
     limit = "report only" if ts.limit is None else f"limit {ts.limit:g}x"
@@ -100,3 +102,16 @@ def v2_lines(d: Decision) -> list[str]:
             f"{lk.action}"
         )
     return out
+
+
+def veto_line(v: RegressionVeto) -> str:
+    """One line for gate v3's per-task regression veto."""
+    how = "exact min-p" if v.method == "min_p" else "Bonferroni"
+    head = f"regression veto: {how} over {v.tasks} task(s) at family error {v.error:g}"
+    if v.smallest_p is None or v.adjusted_p is None:
+        return f"{head}: no task counted"
+    fired = ", ".join(v.fired) if v.fired else "none"
+    return (
+        f"{head}: smallest Fisher p {v.smallest_p:.4f} ({v.smallest_task}), family-wise "
+        f"{v.adjusted_p:.4f}; {v.testable} task(s) could fire at all; fired: {fired}"
+    )

@@ -12,13 +12,15 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.models import POLICY_READS, PolicyConfig
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """Version of the :class:`Decision` JSON layout. 2: gate v2 (``paired_v2``, ``next_action``).
 3: ``integrity`` (cheat counts per arm and the integrity veto) and the ``veto`` effect; a stored
 schema-2 decision reads back with ``integrity`` ``None`` (not recorded, never "no cheat").
 4: gate v3 is the ``paired`` policy (its statistics in ``paired_v2`` with ``gate_version`` 3,
 ``sequential`` and ``cost_weight``); a stored decision of schema ≤ 3 named ``paired`` was decided
-by the v2 rules and reads back as ``paired_v2``."""
+by the v2 rules and reads back as ``paired_v2``. 5: gate v3's ``regression_veto`` and the
+policy's ``regression_test``; a stored schema-4 ``paired`` decision reads back with
+``regression_test: bonferroni``, the rule it was decided by."""
 
 DecisionKind = Literal["promote", "keep_incumbent", "insufficient_evidence"]
 Effect = Literal["veto", "insufficient", "keep", "inconclusive", "pass", "info"]
@@ -424,6 +426,27 @@ class CostWeight(_Model):
     """Bias left in the cost estimate by a drift of B: ``(1 − w)·B`` (log scale)."""
 
 
+class RegressionVeto(_Model):
+    """Gate v3: the per-task regression veto over the counted tasks
+    (:mod:`bench_assets.gate.regression`), at this look."""
+
+    method: Literal["min_p", "bonferroni"]
+    """``min_p``: the exact max-type statistic (family-wise chance of the smallest Fisher p);
+    ``bonferroni``: p ≤ error / tasks (v2's rule)."""
+    error: float
+    """The preregistered family error (``regression_error``)."""
+    tasks: int
+    testable: int
+    """Tasks whose margins can produce a Fisher p at most the error at all (the others cannot
+    fire, whatever the candidate did)."""
+    smallest_p: float | None
+    """The smallest one-sided Fisher p over the tasks (``None``: no task counted)."""
+    adjusted_p: float | None
+    """Its family-wise (adjusted) p; the veto fires where this is at most ``error``."""
+    smallest_task: str | None = None
+    fired: list[str] = []
+
+
 class PairedV2Statistics(_Model):
     """The paired family's statistics over the counted tasks (gate v2 and v3)."""
 
@@ -446,6 +469,9 @@ class PairedV2Statistics(_Model):
     """Gate v3: the group-sequential design and what this look spent."""
     cost_weight: CostWeight | None = None
     """Gate v3: the drift-robust comparator level of the cost test."""
+    regression_veto: RegressionVeto | None = None
+    """Gate v3: the per-task regression veto (``None``: a decision recorded before it was
+    recorded)."""
 
 
 class StrictStatistics(_Model):
@@ -571,8 +597,10 @@ class Decision(_Model):
         """A decision stored before schema 4 reads back under the rules it was decided by: one
         named ``paired`` as ``paired_v2`` (its policy too), and its stored policy keeps only the
         settings that policy reads (the others had no effect on it, and some defaults moved)."""
-        if not isinstance(data, dict) or data.get("schema_version", SCHEMA_VERSION) >= 4:
+        if not isinstance(data, dict) or data.get("schema_version", SCHEMA_VERSION) >= 5:
             return data
+        if data.get("schema_version") == 4:
+            return _schema_4(data)
         name = data.get("policy_name")
         if name == "paired":
             name = "paired_v2"
@@ -582,6 +610,14 @@ class Decision(_Model):
             out["policy"] = {k: v for k, v in policy.items() if k in POLICY_READS[name]}
             out["policy"]["name"] = name
         return out
+
+
+def _schema_4(data: dict[str, object]) -> dict[str, object]:
+    """A schema-4 gate v3 decision was vetoed by Bonferroni (``regression_test`` did not exist)."""
+    policy = data.get("policy")
+    if data.get("policy_name") != "paired" or not isinstance(policy, dict):
+        return data
+    return {**data, "policy": {"regression_test": "bonferroni", **policy}}
 
 
 GateInput.model_rebuild()

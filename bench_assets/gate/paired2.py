@@ -59,10 +59,10 @@ docstring, are easier to review in one file than spread over helpers.
 
 import math
 import statistics
-from collections.abc import Iterable
 from typing import Literal
 
 from bench_assets.errorkinds import is_excluded
+from bench_assets.gate import pairedkit as kit
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     Bounds,
@@ -77,7 +77,7 @@ from bench_assets.gate.models import (
     RunOutcome,
     SpendRatio,
 )
-from bench_assets.gate.numerics import fisher_worse_p, pct, t_cdf, t_quantile
+from bench_assets.gate.numerics import fisher_worse_p, pct, t_quantile
 
 
 def select_outcomes(inp: GateInput) -> list[RunOutcome]:
@@ -101,16 +101,9 @@ def select_outcomes(inp: GateInput) -> list[RunOutcome]:
 DriftVerdict = Literal["none_reused", "within", "absorbed", "exceeded", "unmeasured"]
 
 
-def _logs(rows: Iterable[RunOutcome]) -> list[float]:
-    return [
-        math.log(o.metric)
-        for o in rows
-        if not is_excluded(o.error_kind) and o.metric is not None and o.metric > 0
-    ]
-
-
-def _mean(xs: list[float]) -> float:
-    return math.fsum(xs) / len(xs)
+_logs = kit.logs
+_mean = kit.mean
+_within_variance = kit.within_variance
 
 
 def check_task(t: Task, inp: GateInput, rows: dict[str, list[RunOutcome]]) -> None:
@@ -170,13 +163,6 @@ def check_task(t: Task, inp: GateInput, rows: dict[str, list[RunOutcome]]) -> No
             "insufficient",
             f"{t.task}: a valid run has {policy.metric} 0, so its log ratio is undefined.",
         )
-
-
-def _within_variance(groups: list[list[float]]) -> tuple[float, int]:
-    """Pooled within-group variance of log metric and its degrees of freedom."""
-    ss = math.fsum(math.fsum((x - _mean(g)) ** 2 for x in g) for g in groups if len(g) >= 2)
-    df = sum(len(g) - 1 for g in groups if len(g) >= 2)
-    return (ss / df if df else 0.0), df
 
 
 def _resolve(counted: list[Task], inp: GateInput, findings: list[Finding]) -> ResolveBound:
@@ -277,16 +263,7 @@ def _drift(
         return est("none_reused"), groups
     if not deltas:
         return est("unmeasured"), groups
-    k = len(deltas)
-    mean = _mean(deltas)
-    se_floor = math.sqrt(floor) / k
-    se_cluster = statistics.stdev(deltas) / math.sqrt(k) if k >= 2 else 0.0
-    if se_cluster > se_floor:
-        se, df = se_cluster, k - 1
-    else:
-        se, df = se_floor, max(1, df_within)
-    q = t_quantile(policy.drift_confidence, df)
-    lo, hi = mean - q * se, mean + q * se
+    mean, se, lo, hi = kit.drift_bound(deltas, floor, df_within, policy.drift_confidence)
     absorbed = mean - policy.drift_absorb_sd * se
     verdict: DriftVerdict = "exceeded" if lo > tol else "absorbed" if absorbed > tol else "within"
     return est(verdict, mean, lo, hi, se), groups
@@ -314,27 +291,10 @@ def _cost(
     sd = statistics.stdev(xs)
     se = max(sd / math.sqrt(n), math.sqrt(floor) / n)
     if se == 0.0:
-        findings.append(
-            Finding(
-                rule="zero_variance",
-                effect="insufficient",
-                task=None,
-                message=f"{policy.metric}: every run of every counted task has the same ratio "
-                "and no run-level spread; a t test would claim certainty it does not have.",
-            )
-        )
+        findings.append(kit.zero_variance(policy))
         return None
     alpha = (1 - policy.v2_confidence) / policy.max_looks
-    df = n - 1
-    q = t_quantile(1 - alpha, df)
-    bounds = Bounds(estimate=mean, lower=mean - q * se, upper=mean + q * se, level=1 - alpha)
-    t_stat = mean / se
-    improvement = Bounds(
-        estimate=-math.expm1(mean),
-        lower=-math.expm1(bounds.upper),
-        upper=-math.expm1(bounds.lower),
-        level=bounds.level,
-    )
+    bounds, improvement, t_stat = kit.cost_bounds(mean, se, alpha, n - 1)
     if bounds.upper < -margin and improvement.estimate >= policy.min_improvement:
         verdict, effect, ending = "improved", "pass", "significant improvement."
     elif bounds.lower > math.log1p(-policy.min_improvement):
@@ -357,18 +317,7 @@ def _cost(
             f"{pct(policy.min_improvement)}: {ending}",
         )
     )
-    return CostTest(
-        tasks=n,
-        log_ratio=bounds,
-        sd=sd,
-        df=df,
-        t_statistic=t_stat,
-        p_value_two_sided=min(1.0, 2.0 * t_cdf(-abs(t_stat), df)),
-        p_value_cheaper=t_cdf(t_stat, df),
-        improvement=improvement,
-        required_improvement=policy.min_improvement,
-        verdict=verdict,  # type: ignore[arg-type]
-    )
+    return kit.cost_test(n, bounds, improvement, t_stat, sd, policy, verdict)
 
 
 def _spend(
@@ -395,24 +344,7 @@ def _spend(
     comp = arm_total(inp.incumbent_arm)
     if comp <= 0:
         return SpendRatio(ratio=None, limit=limit, verdict="unmeasured")
-    ratio = arm_total(inp.candidate_arm) / comp
-    verdict: Literal["within", "exceeded", "report_only"]
-    if limit is None:
-        verdict = "report_only"
-    elif ratio > limit:
-        verdict = "exceeded"
-        findings.append(
-            Finding(
-                rule="total_spend",
-                effect="keep",
-                task=None,
-                message=f"total {inp.policy.metric}: candidate spends {ratio:.3f}x the "
-                f"comparator summed over counted tasks, above the {limit:g}x limit.",
-            )
-        )
-    else:
-        verdict = "within"
-    return SpendRatio(ratio=ratio, limit=limit, verdict=verdict)
+    return kit.spend_verdict(arm_total(inp.candidate_arm) / comp, inp, "comparator", findings)
 
 
 def hard_regressions(counted: list[Task], policy_confidence: float) -> None:
@@ -471,21 +403,9 @@ def check_set(
 ) -> tuple[PairedV2Statistics, NextStep]:
     """The v2 set rules; returns the statistics and what the generation does next."""
     policy = inp.policy
-    rows: dict[tuple[str, str], list[RunOutcome]] = {}
-    for o in outcomes:
-        rows.setdefault((o.task, o.arm), []).append(o)
+    rows = kit.by_task_and_arm(outcomes)
     counted = [t for t in tasks if t.counted]
-    unresolved = [t.task for t in counted if t.inc.resolved == 0 and t.cand.resolved == 0]
-    if unresolved:
-        findings.append(
-            Finding(
-                rule="mutually_unresolved",
-                effect="info",
-                task=None,
-                message=f"mutually unresolved tasks counted as preregistered "
-                f"(mutually_unresolved: {policy.mutually_unresolved}): {', '.join(unresolved)}.",
-            )
-        )
+    unresolved = kit.mutually_unresolved(counted, policy, findings)
     hard_regressions(counted, policy.v2_confidence)
     for t in counted:
         findings.extend(f for f in t.findings if f.rule == "hard_regression")
@@ -493,15 +413,7 @@ def check_set(
     tol = math.log1p(policy.drift_tolerance)
     margin = tol
     if drift.verdict == "unmeasured":
-        findings.append(
-            Finding(
-                rule="drift",
-                effect="insufficient",
-                task=None,
-                message="reused comparator evidence, but no fresh comparator run on any task to "
-                "bound its drift (pay canary cells).",
-            )
-        )
+        findings.append(kit.drift_unmeasured("bound its drift (pay canary cells)"))
     elif drift.verdict != "none_reused":
         assert drift.estimate is not None and drift.lower is not None
         text = (
@@ -533,17 +445,7 @@ def check_set(
     history = _pooled(counted, inp, outcomes, findings)
     resolve: ResolveBound | None = None
     cost: CostTest | None = None
-    if len(counted) < policy.min_counted_tasks:
-        findings.append(
-            Finding(
-                rule="too_few_tasks",
-                effect="insufficient",
-                task=None,
-                message=f"{len(counted)} counted task(s); the paired policy needs at least "
-                f"{policy.min_counted_tasks} (min_counted_tasks).",
-            )
-        )
-    else:
+    if not kit.too_few_tasks(counted, policy, findings):
         resolve = _resolve(counted, inp, findings)
         cost = _cost(counted, inp, rows, margin, findings)
     spend = _spend(counted, inp, rows, findings)
@@ -556,13 +458,8 @@ def check_set(
     elif drift.verdict == "exceeded" and not inp.comparator_repaid and "keep" not in effects:
         action = "repay_comparator"
         findings.append(
-            Finding(
-                rule="sequential",
-                effect="insufficient",
-                task=None,
-                message=f"look {inp.look}/{policy.max_looks}: the generation re-pays the "
-                "comparator's reused cells fresh, sets its pooled history aside, and the gate "
-                "looks again (this look could not promote, so it spends no level).",
+            kit.repay_finding(
+                inp.look, policy.max_looks, "this look could not promote, so it spends no level"
             )
         )
     elif (
@@ -586,16 +483,7 @@ def check_set(
             )
         else:
             action = "top_up"
-            findings.append(
-                Finding(
-                    rule="sequential",
-                    effect="insufficient",
-                    task=None,
-                    message=f"look {inp.look}/{policy.max_looks} inconclusive: the planner pays "
-                    f"{policy.top_up_runs} more candidate run(s) per task and the gate looks "
-                    "again.",
-                )
-            )
+            findings.append(kit.top_up_finding(inp.look, policy.max_looks, policy.top_up_runs))
     look = Look(
         look=inp.look,
         max_looks=policy.max_looks,

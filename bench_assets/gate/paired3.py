@@ -13,7 +13,8 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
    test's *observed information fraction* is ``t_k = V(M)/V(m_k)``, its variance of the mean at
    the last look's ``M`` runs over its variance at ``m_k`` (the binomial and run-level variance
    components of this look's evidence; 1 at the last look). Its error is spent by Lan–DeMets
-   (``spending``, O'Brien–Fleming type by default) over the fractions of looks ``1..k``
+   (``spending``: Pocock type by default, O'Brien–Fleming type on request) over the fractions
+   of looks ``1..k``
    (:mod:`bench_assets.gate.sequential`); the boundary becomes a one-sided nominal level
    ``a_k``, read through Student's t with ``n − 1`` degrees of freedom. The mirror-image
    futility boundary spends ``futility_error`` the same way (level ``f_k``; none at the last
@@ -41,9 +42,11 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
    cost test is already corrected). Old evidence with no fresh run on any task: insufficient.
 5. **Total spend** against the same drift-corrected comparator (per task ``w``·fresh mean +
    ``(1 − w)``·old mean/``exp(δ̂)``): above ``max_total_spend_ratio`` → keep.
-6. **Per-task regression veto** (keep): one-sided Fisher p ≤ ``regression_error``/n on a task,
-   at every look (v2's rule; at 3 vs 3 runs it cannot fire — see the calibration for its power
-   at the maximum runs).
+6. **Per-task regression veto** (keep), at every look: ``regression_test: min_p`` (default), the
+   exact max-type statistic of :mod:`bench_assets.gate.regression` — the family-wise chance of
+   the smallest one-sided Fisher p over the tasks given their margins — at most
+   ``regression_error``; it fires at 3 vs 3 runs, where v2's Bonferroni rule (``bonferroni``)
+   cannot. ``bench/gate_veto_power.py`` prints its power.
 7. **The last look decides.** At a look before the last, only-inconclusive evidence tops up
    (``next_action = top_up``); at the last look a test that has not passed is *keep*: the design
    has answered, and a later generation re-testing the same candidate would spend the error
@@ -52,10 +55,10 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
 
 import math
 import statistics
-from typing import Literal
 
 from bench_assets.errorkinds import is_excluded
-from bench_assets.gate import paired2
+from bench_assets.gate import paired2, regression
+from bench_assets.gate import pairedkit as kit
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     Bounds,
@@ -71,22 +74,21 @@ from bench_assets.gate.models import (
     SequentialDesign,
     SpendRatio,
 )
-from bench_assets.gate.numerics import pct, t_cdf, t_quantile
+from bench_assets.gate.numerics import pct, t_quantile
 from bench_assets.gate.sequential import nominal, spent
 
 NextStep = paired2.NextStep
-Rows = dict[tuple[str, str], list[RunOutcome]]
+Rows = kit.Rows
 
 
 def _split(rows: Rows, task: str, arm: str) -> tuple[list[float], list[float]]:
     comp = rows.get((task, arm), [])
-    fresh = paired2._logs(o for o in comp if not o.reused and not o.pooled)
-    old = paired2._logs(o for o in comp if o.reused or o.pooled)
+    fresh = kit.logs(o for o in comp if not o.reused and not o.pooled)
+    old = kit.logs(o for o in comp if o.reused or o.pooled)
     return fresh, old
 
 
-def _mean(xs: list[float]) -> float:
-    return math.fsum(xs) / len(xs)
+_mean = kit.mean
 
 
 def _drift(tasks: list[Task], inp: GateInput, rows: Rows) -> DriftEstimate:
@@ -113,17 +115,9 @@ def _drift(tasks: list[Task], inp: GateInput, rows: Rows) -> DriftEstimate:
         return DriftEstimate(**base, estimate=None, upper=None, lower=None, verdict="none_reused")  # type: ignore[arg-type]
     if not deltas:
         return DriftEstimate(**base, estimate=None, upper=None, lower=None, verdict="unmeasured")  # type: ignore[arg-type]
-    s2, df_within = paired2._within_variance(groups)
-    k = len(deltas)
-    mean = _mean(deltas)
-    se_floor = math.sqrt(math.fsum(s2 * (1 / f + 1 / o) for f, o in pairs)) / k
-    se_cluster = statistics.stdev(deltas) / math.sqrt(k) if k >= 2 else 0.0
-    if se_cluster > se_floor:
-        se, df = se_cluster, k - 1
-    else:
-        se, df = se_floor, max(1, df_within)
-    q = t_quantile(policy.drift_confidence, df)
-    lo, hi = mean - q * se, mean + q * se
+    s2, df_within = kit.within_variance(groups)
+    floor = math.fsum(s2 * (1 / f + 1 / o) for f, o in pairs)
+    mean, se, lo, hi = kit.drift_bound(deltas, floor, df_within, policy.drift_confidence)
     verdict = "exceeded" if lo > math.log1p(policy.drift_repay_above) else "within"
     return DriftEstimate(**base, estimate=mean, upper=hi, lower=lo, se=se, verdict=verdict)  # type: ignore[arg-type]
 
@@ -263,11 +257,11 @@ def _cost(
     groups: list[list[float]] = []
     parts: list[tuple[list[float], list[float], list[float]]] = []
     for t in counted:
-        cand = paired2._logs(rows.get((t.task, inp.candidate_arm), []))
+        cand = kit.logs(rows.get((t.task, inp.candidate_arm), []))
         fresh, old = _split(rows, t.task, inp.incumbent_arm)
         groups += [g for g in (cand, fresh, old) if g]
         parts.append((cand, fresh, old))
-    s2, _ = paired2._within_variance(groups)
+    s2, _ = kit.within_variance(groups)
     w, weight = _weight(counted, inp, rows, s2)
     delta = drift.estimate or 0.0
     delta_var = (drift.se or 0.0) ** 2
@@ -296,26 +290,10 @@ def _cost(
     ts = sched.fractions(fixed, per_run)
     a, f = _levels(policy.cost_error, policy.futility_error, ts, policy.spending, sched.last)
     if se == 0.0:
-        findings.append(
-            Finding(
-                rule="zero_variance",
-                effect="insufficient",
-                task=None,
-                message=f"{policy.metric}: every run of every counted task has the same ratio "
-                "and no run-level spread; a t test would claim certainty it does not have.",
-            )
-        )
+        findings.append(kit.zero_variance(policy))
         return None, weight, ts[-1], a, f
     df = n - 1
-    q = t_quantile(1 - a, df) if a > 0 else math.inf
-    bounds = Bounds(estimate=mean, lower=mean - q * se, upper=mean + q * se, level=1 - a)
-    t_stat = mean / se
-    improvement = Bounds(
-        estimate=-math.expm1(mean),
-        lower=-math.expm1(bounds.upper),
-        upper=-math.expm1(bounds.lower),
-        level=bounds.level,
-    )
+    bounds, improvement, t_stat = kit.cost_bounds(mean, se, a, df)
     need = math.log1p(-policy.min_improvement)
     keep_level = a if sched.last else f
     keep_lower = mean - t_quantile(1 - keep_level, df) * se if keep_level > 0 else -math.inf
@@ -343,18 +321,7 @@ def _cost(
             f"{pct(policy.min_improvement)}: {ending}",
         )
     )
-    test = CostTest(
-        tasks=n,
-        log_ratio=bounds,
-        sd=sd,
-        df=df,
-        t_statistic=t_stat,
-        p_value_two_sided=min(1.0, 2.0 * t_cdf(-abs(t_stat), df)),
-        p_value_cheaper=t_cdf(t_stat, df),
-        improvement=improvement,
-        required_improvement=policy.min_improvement,
-        verdict=verdict,  # type: ignore[arg-type]
-    )
+    test = kit.cost_test(n, bounds, improvement, t_stat, sd, policy, verdict)
     return test, weight, ts[-1], a, f
 
 
@@ -392,25 +359,7 @@ def _spend(
             comp += shrink * math.fsum(old) / len(old)
     if comp <= 0:
         return SpendRatio(ratio=None, limit=limit, verdict="unmeasured")
-    ratio = cand / comp
-    verdict: Literal["within", "exceeded", "report_only"]
-    if limit is None:
-        verdict = "report_only"
-    elif ratio > limit:
-        verdict = "exceeded"
-        findings.append(
-            Finding(
-                rule="total_spend",
-                effect="keep",
-                task=None,
-                message=f"total {inp.policy.metric}: candidate spends {ratio:.3f}x the "
-                f"drift-corrected comparator summed over counted tasks, above the {limit:g}x "
-                "limit.",
-            )
-        )
-    else:
-        verdict = "within"
-    return SpendRatio(ratio=ratio, limit=limit, verdict=verdict)
+    return kit.spend_verdict(cand / comp, inp, "drift-corrected comparator", findings)
 
 
 def check_set(
@@ -418,35 +367,15 @@ def check_set(
 ) -> tuple[PairedV2Statistics, NextStep]:
     """The v3 set rules; returns the statistics and what the generation does next."""
     policy = inp.policy
-    rows: Rows = {}
-    for o in outcomes:
-        rows.setdefault((o.task, o.arm), []).append(o)
+    rows = kit.by_task_and_arm(outcomes)
     counted = [t for t in tasks if t.counted]
-    unresolved = [t.task for t in counted if t.inc.resolved == 0 and t.cand.resolved == 0]
-    if unresolved:
-        findings.append(
-            Finding(
-                rule="mutually_unresolved",
-                effect="info",
-                task=None,
-                message=f"mutually unresolved tasks counted as preregistered "
-                f"(mutually_unresolved: {policy.mutually_unresolved}): {', '.join(unresolved)}.",
-            )
-        )
-    paired2.hard_regressions(counted, 1 - policy.regression_error)
+    unresolved = kit.mutually_unresolved(counted, policy, findings)
+    veto = regression.screen(counted, policy.regression_error, policy.regression_test)
     for t in counted:
         findings.extend(f for f in t.findings if f.rule == "hard_regression")
     drift = _drift(tasks, inp, rows)
     if drift.verdict == "unmeasured":
-        findings.append(
-            Finding(
-                rule="drift",
-                effect="insufficient",
-                task=None,
-                message="reused comparator evidence, but no fresh comparator run on any task to "
-                "measure its drift against (pay gate canaries).",
-            )
-        )
+        findings.append(kit.drift_unmeasured("measure its drift against (pay gate canaries)"))
     elif drift.verdict != "none_reused":
         assert drift.estimate is not None and drift.lower is not None
         text = (
@@ -464,17 +393,7 @@ def check_set(
     cost: CostTest | None = None
     weight: CostWeight | None = None
     info_r = info_c = a_r = a_c = f_r = f_c = None
-    if len(counted) < policy.min_counted_tasks:
-        findings.append(
-            Finding(
-                rule="too_few_tasks",
-                effect="insufficient",
-                task=None,
-                message=f"{len(counted)} counted task(s); the paired policy needs at least "
-                f"{policy.min_counted_tasks} (min_counted_tasks).",
-            )
-        )
-    else:
+    if not kit.too_few_tasks(counted, policy, findings):
         resolve, info_r, a_r, f_r = _resolve(counted, inp, sched, findings)
         cost, weight, info_c, a_c, f_c = _cost(counted, inp, rows, drift, sched, findings)
     spend = _spend(
@@ -490,16 +409,7 @@ def check_set(
         pass  # a measured cheat is final: no look buys more cells for this candidate
     elif drift.verdict == "exceeded" and not inp.comparator_repaid and "keep" not in effects:
         action = "repay_comparator"
-        findings.append(
-            Finding(
-                rule="sequential",
-                effect="insufficient",
-                task=None,
-                message=f"look {sched.look}/{sched.max_looks}: the generation re-pays the "
-                "comparator's reused cells fresh, sets its pooled history aside, and the gate "
-                "looks again (this look spends no error).",
-            )
-        )
+        findings.append(kit.repay_finding(sched.look, sched.max_looks, "this look spends no error"))
     elif not sched.last and futile and "insufficient" not in effects:
         action = "futility"
         findings.append(
@@ -518,15 +428,7 @@ def check_set(
         and "inconclusive" in effects
     ):
         action = "top_up"
-        findings.append(
-            Finding(
-                rule="sequential",
-                effect="insufficient",
-                task=None,
-                message=f"look {sched.look}/{sched.max_looks} inconclusive: the planner pays "
-                f"{policy.top_up_runs} more candidate run(s) per task and the gate looks again.",
-            )
-        )
+        findings.append(kit.top_up_finding(sched.look, sched.max_looks, policy.top_up_runs))
     look = Look(
         look=sched.look,
         max_looks=policy.max_looks,
@@ -571,5 +473,6 @@ def check_set(
         gate_version=3,
         sequential=design,
         cost_weight=weight,
+        regression_veto=veto,
     )
     return stats, action

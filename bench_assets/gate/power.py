@@ -13,12 +13,16 @@ this approximation leaves out (the report is within a few points of it at 10–5
 """
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from bench_assets.gate.sequential import boundaries
 from bench_assets.models import PolicyConfig
+
+if TYPE_CHECKING:
+    from bench_assets.gate.models import Decision
 
 PATHS = 4000
 SEED = 20261129
@@ -213,3 +217,18 @@ def report_lines(r: PowerReport) -> list[str]:
     else:
         lines.append("  80 % power with ≤ 20 % on 10-point drops: met at this size")
     return lines
+
+
+def decision_report(d: "Decision") -> PowerReport | None:
+    """The report for the suite a gate v3 decision was taken on — its counted tasks, the
+    candidate's runs at the first look, and the comparator's fresh and old (reused and pooled)
+    runs per task it actually had — for the UI's metadata next to the decision; ``None`` for the
+    other policies or too few counted tasks."""
+    s = d.paired_v2
+    if d.policy.name != "paired" or s is None or s.sequential is None or s.counted_tasks < 2:
+        return None
+    n = s.counted_tasks
+    p = s.pooled
+    return power_report(
+        d.policy, n, s.sequential.first_runs, p.fresh_runs / n, (p.reused_runs + p.pooled_runs) / n
+    )

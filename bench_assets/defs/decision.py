@@ -141,7 +141,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     refused_md = "\n".join(f"- {r.task} {r.cell}: {r.reason}" for r in aset.refused[:MAX_LISTED])
     if len(aset.refused) > MAX_LISTED:
         refused_md += f"\n- ... and {len(aset.refused) - MAX_LISTED} more (see record_path)"
-    metadata = {
+    metadata: dict[str, Any] = {
         SET_SCHEMA_KEY: AGGREGATE_SET_SCHEMA,
         "table": dg.MetadataValue.md(report_mod.aggregate_set_markdown(aset.tasks, MAX_LISTED)),
         "tasks": len(aset.tasks),
@@ -194,11 +194,13 @@ def compute_aggregate_set(
     artifacts = bench.artifacts()
     tasks = decided_tasks(instance, artifacts, generation)
     manifest = manifest_mod.load_complete(artifacts.generation(generation)) if generation else None
-    b = bench.load(tasks)
     if manifest is not None:
-        planned = {t: [(c.asset, c.cell) for c in manifest.tasks[t].cells] for t in tasks}
+        planned: dict[str, list[tuple[str, str]]] = {
+            t: [(c.asset, c.cell) for c in manifest.tasks[t].cells] for t in tasks
+        }
         inputs, refused = collect_manifest_inputs(instance, [manifest.tasks[t] for t in tasks])
     else:
+        b = bench.load(tasks)
         planned_default = planned_cells(bench.tasks_dir)
         planned = {t: applicable_cells(b, t, planned_default) for t in tasks}
         inputs, refused = collect_current_inputs(instance, bench, b, planned, generation)

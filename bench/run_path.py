@@ -20,9 +20,14 @@ Printed side by side:
 Each measurement uses a fresh temporary copy of ``tasks/`` (only the first K tasks kept), a fresh
 Dagster instance (a copy of ``dagster_home/dagster.yaml``) and a fresh artifact root.
 
+With ``--baseline DIR`` (another worktree with its own ``.venv``, e.g. main's HEAD) the same
+generation is measured first with that tree's code and ``dagster.yaml``, and the per-cell stage
+medians are printed side by side: slot free → agent starts, and the orchestration overhead
+(target: median <= 1.5 s on a quiet machine).
+
 Run: ``.venv/bin/python bench/run_path.py [--sleep 60] [--tasks 3] [--runs 2] [--sessions 3]
-[--json]``. With the defaults: 3 tasks x the demo's 4 implementation arms x 2 runs = 24 cells of
-60 s on 3 slots, an ideal cell phase of about 8 minutes.
+[--baseline DIR] [--json]``. With the defaults: 3 tasks x the demo's 4 implementation arms x 2
+runs = 24 cells of 60 s on 3 slots, an ideal cell phase of about 8 minutes.
 """
 
 import argparse
@@ -30,13 +35,17 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(os.environ.get(TREE_ENV := "WFBENCH_BENCH_TREE") or Path(__file__).parent.parent)
+REPO = REPO.resolve()
+"""The tree whose code (and ``dagster_home/dagster.yaml``) is measured: this one, or the one
+``--baseline`` names (this script re-runs itself there with that tree's ``.venv``)."""
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -47,8 +56,11 @@ STAGES = (
     dg.DagsterEventType.RUN_ENQUEUED,
     dg.DagsterEventType.RUN_STARTING,
     dg.DagsterEventType.RUN_START,
+    dg.DagsterEventType.ASSET_MATERIALIZATION,
     dg.DagsterEventType.RUN_SUCCESS,
 )
+TARGET_OVERHEAD_S = 1.5
+"""Issue 24: median per-cell orchestration overhead on a quiet machine."""
 
 
 def _log(msg: str) -> None:
@@ -110,38 +122,59 @@ def measure(gen: Generation, sessions: int) -> dict[str, Any]:
     }
 
 
-def stages(env: Env, generation: str) -> dict[str, float | None]:
+def stages(env: Env, generation: str, records: list[dict[str, Any]]) -> dict[str, float | None]:
     """Where a cell run's time outside its own work goes, median over the generation's cells.
 
     ``slot free → launched``: from the moment a slot was free (the latest end of an earlier cell
     run, or the run's enqueue if a slot was already free) to the daemon launching the run
     (``RUN_STARTING``: dequeue tick and the run launcher's call); ``launched → started``: the run
-    worker's process start and code load, until ``RUN_START``.
+    worker's process start and code load, until ``RUN_START``; ``started → cell starts``: the
+    step's own start-up (inputs read, identity, reuse check) until ``run_cell`` starts.
+
+    ``slot free → agent starts``: until the agent process starts (the cell's start, from its
+    materialization's time less the record's ``duration_s``, plus its ``prepare_s``: worktree and
+    skills). ``orchestration overhead``: the slot's time that is not the cell's own work, from
+    the slot being free to the run's end, less the record's ``duration_s``.
     """
+    by_cell = {(r["task"], r["cell"]): r for r in records}
     with dg.DagsterInstance.from_config(str(env.home)) as instance:
         rows = []
         for rec in instance.get_run_records(dg.RunsFilter(tags={GEN_TAG: generation})):
-            if "dagster/partition/cell" not in rec.dagster_run.tags:
+            tags = rec.dagster_run.tags
+            if "dagster/partition/cell" not in tags:
                 continue
-            t: dict[Any, float] = {}
+            record = by_cell.get(
+                (tags.get("dagster/partition/task"), tags["dagster/partition/cell"])
+            )
+            t: dict[Any, Any] = {"record": record}
             for kind in STAGES:
                 ev = instance.get_records_for_run(rec.dagster_run.run_id, of_type=kind).records
                 if ev:
                     t[kind] = ev[0].timestamp
-            if len(t) == len(STAGES):
+            if len(t) == len(STAGES) + 1 and record is not None:
                 rows.append(t)
     if not rows:
         return {}
     E = dg.DagsterEventType
     ends = sorted(r[E.RUN_SUCCESS] for r in rows)
-    react, boot = [], []
+    react, boot, step, to_agent, overhead = [], [], [], [], []
     for r in rows:
         freed = max([e for e in ends if e <= r[E.RUN_STARTING]] + [r[E.RUN_ENQUEUED]])
+        rec = r["record"]
+        work = float(rec["duration_s"])
+        cell_start = r[E.ASSET_MATERIALIZATION] - work
+        agent_start = cell_start + float((rec.get("timings") or {}).get("prepare_s", 0.0))
         react.append(r[E.RUN_STARTING] - freed)
         boot.append(r[E.RUN_START] - r[E.RUN_STARTING])
+        step.append(cell_start - r[E.RUN_START])
+        to_agent.append(agent_start - freed)
+        overhead.append(r[E.RUN_SUCCESS] - freed - work)
     return {
         "slot_free_to_launched_s": statistics.median(react),
         "launched_to_started_s": statistics.median(boot),
+        "started_to_cell_s": statistics.median(step),
+        "slot_free_to_agent_s": statistics.median(to_agent),
+        "orchestration_overhead_s": statistics.median(overhead),
     }
 
 
@@ -191,8 +224,50 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
         for key, label in (
             ("slot_free_to_launched_s", "slot free → daemon launches the next run"),
             ("launched_to_started_s", "launched → run worker started (process, code)"),
+            ("started_to_cell_s", "run started → cell starts (inputs, identity)"),
+            ("slot_free_to_agent_s", "slot free → agent process starts"),
+            ("orchestration_overhead_s", "orchestration overhead per cell (slot − work)"),
         ):
-            row(label, m["stages"][key])
+            row(label, m["stages"].get(key))
+
+
+def _baseline(args: argparse.Namespace) -> dict[str, Any]:
+    """This script's measurement of ``--baseline``'s tree, in its own process and virtualenv."""
+    tree = args.baseline.resolve()
+    argv = [str(tree / ".venv" / "bin" / "python"), str(Path(__file__).resolve()), "--json"]
+    argv += ["--sleep", str(args.sleep), "--tasks", str(args.tasks), "--runs", str(args.runs)]
+    argv += ["--sessions", str(args.sessions)]
+    _log(f"measuring the baseline tree {tree} first")
+    env = {**os.environ, TREE_ENV: str(tree), "PYTHONPATH": str(tree)}
+    proc = subprocess.run(argv, cwd=tree, env=env, stdout=subprocess.PIPE, check=False)
+    if proc.returncode:
+        raise SystemExit(f"run_path: the baseline measurement failed (exit {proc.returncode})")
+    out: dict[str, Any] = json.loads(proc.stdout)
+    return out
+
+
+def print_comparison(before: dict[str, Any], after: dict[str, Any]) -> None:
+    """The per-cell medians of both trees side by side, and the target."""
+    print()
+    print(f"| {'per cell, median (s)':<46} | {'baseline':>9} | {'this':>9} | {'ratio':>7} |")
+    print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 9}:| {'-' * 7}:|")
+    for key, label in (
+        ("slot_free_to_launched_s", "slot free → daemon launches the run"),
+        ("launched_to_started_s", "launched → run worker started"),
+        ("started_to_cell_s", "run started → cell starts"),
+        ("slot_free_to_agent_s", "slot free → agent process starts"),
+        ("orchestration_overhead_s", "orchestration overhead per cell"),
+    ):
+        b, a = before["stages"].get(key), after["stages"].get(key)
+        ratio = f"{b / a:6.2f}x" if a and b is not None else "—"
+        print(f"| {label:<46} | {b:9.2f} | {a:9.2f} | {ratio:>7} |")
+    over = after["stages"].get("orchestration_overhead_s")
+    la = after.get("load_average", {})
+    print(
+        f"\ntarget: median orchestration overhead <= {TARGET_OVERHEAD_S} s on a quiet machine: "
+        f"{over:.2f} s here at a 1-minute load average of {la.get('after', 0):.1f} on "
+        f"{la.get('cpus')} CPUs ({'met' if over <= TARGET_OVERHEAD_S else 'not met'})"
+    )
 
 
 def main() -> None:
@@ -203,7 +278,15 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=3, help="agent_sessions slots (default 3)")
     ap.add_argument("--workdir", type=Path, default=None, help="keep the instance here")
     ap.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another worktree (with its .venv), e.g. main's HEAD: measured first, the same way, "
+        "and printed side by side",
+    )
     args = ap.parse_args()
+    before = _baseline(args) if args.baseline is not None else None
 
     os.environ.pop("WFBENCH_IN_PROCESS", None)  # the run path is what is measured
     scratch = args.workdir or Path(tempfile.mkdtemp(prefix="wfbench-runpath-"))
@@ -221,12 +304,18 @@ def main() -> None:
     _log(f"generation {gen.result.generation}: {gen.wall_s:.1f} s")
     m = measure(gen, args.sessions)
     m["sleep_s"] = args.sleep
-    m["stages"] = stages(env, gen.result.generation)
+    m["stages"] = stages(env, gen.result.generation, gen.records)
     m["load_average"] = {"before": load_before, "after": os.getloadavg()[0], "cpus": os.cpu_count()}
     if args.json:
-        print(json.dumps(m, indent=2))
+        print(json.dumps(m if before is None else {"baseline": before, "this": m}, indent=2))
     else:
+        if before is not None:
+            print(f"## baseline ({args.baseline})")
+            print_report(before, args.sleep)
+            print(f"\n## this tree ({REPO})")
         print_report(m, args.sleep)
+        if before is not None:
+            print_comparison(before, m)
     if args.workdir is None:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bench_assets.errors import InputError, RecordCorrupt
 from bench_assets.fsutil import atomic_write_json, read_model
 from bench_assets.gate.models import Look
-from bench_assets.records import CellRecord, load_record
+from bench_assets.records import CellRecord, load_verified
 
 SCHEMA_VERSION = 1
 
@@ -224,10 +224,10 @@ def _verified(c: Candidate, identity_digest: str) -> tuple[CellRecord | None, st
     (or why not): readable, unchanged since it was recorded, made for this identity, not ad hoc.
     Every path that decides (a generation's manifest, an ad-hoc decision) checks these."""
     try:
-        record = load_record(Path(c.record_path))
+        record, digest = load_verified(Path(c.record_path))
     except RecordCorrupt as e:
         return None, str(e)
-    if c.data_version != record.data_version:
+    if c.data_version != digest:
         return None, (
             f"record {c.record_path} does not match the data version recorded when it was "
             "materialized (edited or corrupted after it was written)"

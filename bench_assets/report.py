@@ -508,6 +508,24 @@ def aggregate_markdown(agg: TaskAggregate) -> str:
     return "\n".join(lines) + "\n"
 
 
+def aggregate_set_markdown(aggs: Sequence[TaskAggregate], max_tasks: int) -> str:
+    """The per-arm tables of the first ``max_tasks`` tasks (incomplete ones first), one after
+    another, and a line saying how many more the set holds.
+
+    Args:
+        aggs: Every task's aggregate of one evidence set.
+        max_tasks: How many tasks to show (the UI's metadata stays small at 1,000 tasks).
+    """
+    shown = sorted(aggs, key=lambda a: (not a.missing_cells, a.task))[:max_tasks]
+    parts = [aggregate_markdown(a) for a in shown]
+    if len(aggs) > len(shown):
+        parts.append(
+            f"... and {len(aggs) - len(shown)} more task(s), all complete; every task is in the "
+            "aggregate set (record_path) and the report.\n"
+        )
+    return "\n".join(parts)
+
+
 REVIEW_COLUMNS = [
     "task",
     "arm",

@@ -12,7 +12,8 @@ Layout (all paths relative to the artifact root)::
     environments/<key>/              task environments: site-packages/, env.json, build.log (r/o)
     cells/<task>/<cell>/<record>/    cell records and their artifacts
     work/<record>/                   live cell worktrees (removed when the cell ends)
-    aggregates/<task>/<digest>.json  per-task aggregates of cell records
+    aggregates/sets/<digest>.json    every task's aggregate of one evidence set
+    aggregates/<task>/<digest>.json  per-task aggregates (before aggregate sets)
     decisions/<digest>/              promotion decisions: decision.json + gate-input.json
     reports/<digest>/                benchmark reports: report.md + report.html
     ledger/decisions.jsonl           the hash-chained decision ledger (+ its head anchor)
@@ -99,6 +100,10 @@ class ArtifactStore:
     def aggregate(self, task_id: str, digest: str) -> Path:
         """A stored per-task aggregate."""
         return self.root / "aggregates" / task_id / f"{digest}.json"
+
+    def aggregate_set(self, digest: str) -> Path:
+        """A stored aggregate set: every task's aggregate of one evidence set."""
+        return self.root / "aggregates" / "sets" / f"{digest}.json"
 
     def decision(self, digest: str) -> Path:
         """A promotion decision's folder (``decision.json`` and ``gate-input.json``)."""

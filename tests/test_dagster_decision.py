@@ -210,7 +210,6 @@ def test_incomplete_task_fails_the_check_and_cannot_promote(tmp_path: Path, inst
     result = dg.materialize(
         [aggregates],
         instance=instance,
-        partition_key="alpha",
         resources={"bench": BenchResource(tasks_dir=str(root), artifact_root=str(art))},
         raise_on_error=False,
     )

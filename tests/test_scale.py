@@ -18,6 +18,7 @@ from bench_assets.catalog import load_benchmark
 from bench_assets.cells import build_cell_inputs, make_adapter
 from bench_assets.defs import resources
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
+from bench_assets.documents import load_aggregate_set
 from bench_assets.driver.instance import (
     latest_cells,
     materialize_cells,
@@ -302,10 +303,10 @@ def test_prior_cells_and_latest_cells_query_per_asset_not_per_cell(
     assert sorted(calls) == ["candidate_cells", "comparator_cells"] and len(views) == 3
 
 
-# -- the decision: aggregates for all tasks in one run --------------------------------------
+# -- the decision: aggregates for all tasks in one materialization ----------------------------
 
 
-def test_aggregates_run_once_for_all_tasks_and_name_each_incomplete_one(
+def test_aggregates_are_one_materialization_for_all_tasks_naming_each_incomplete_one(
     tmp_path: Path, instance: dg.DagsterInstance
 ) -> None:
     root, art = _two_task_bench(tmp_path), tmp_path / "art"
@@ -339,13 +340,14 @@ def test_aggregates_run_once_for_all_tasks_and_name_each_incomplete_one(
         progress=lines.append,
     )
     mats = instance.fetch_materializations(dg.AssetKey("aggregates"), limit=100).records
-    assert sorted(r.partition_key for r in mats) == ["alpha", "beta"]
+    assert len(mats) == 1 and mats[0].partition_key is None  # one materialization, every task
     agg_runs = {r.run_id for r in mats}
-    assert len(agg_runs) == 1  # one run for every task, not one per task
-    md = latest_metadata_by_partition(instance, "aggregates", bench.task_ids())
-    assert md["alpha"]["missing_cells"] is None and md["alpha"]["cells"] == 3
-    assert md["beta"]["missing_cells"] == "baseline.r0, workflow.r0, cand.r0"
-    assert md["alpha"]["digest"] != md["beta"]["digest"]
+    md = latest_metadata(instance, "aggregates", None)
+    assert md["tasks"] == 2 and md["incomplete_tasks"] == 1 and md["cells"] == 3
+    aset = load_aggregate_set(Path(md["record_path"]))
+    by_task = {a.task: a for a in aset.tasks}
+    assert by_task["alpha"].missing_cells == [] and len(by_task["alpha"].evidence) == 3
+    assert by_task["beta"].missing_cells == ["baseline.r0", "workflow.r0", "cand.r0"]
     assert "aggregates[beta]: INCOMPLETE (missing baseline.r0, workflow.r0, cand.r0)" in lines
     assert not any("aggregates[alpha]: INCOMPLETE" in line for line in lines)
     # The blocking check failed in that run and names the incomplete task and its cells.

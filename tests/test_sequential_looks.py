@@ -132,7 +132,7 @@ def test_an_inconclusive_look_buys_top_up_cells_and_the_decision_records_both_lo
         assert doc.decision.next_action == "decide"
         # Look 1 and look 2 each aggregated once; the decision reused look 2's aggregates.
         aggs = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey("aggregates"), asset_partitions=["alpha"]),
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("aggregates")),
             limit=10,
         ).records
         assert len(aggs) == 2

@@ -3,6 +3,10 @@
 Lineage is kept in our own metadata, not only in Dagster's edges: Dagster stops tracking
 staleness on an edge with 100 or more upstream partitions, so the decision lists every cell it
 used (partition, run id, data version, generation, reused or not and from which run).
+
+``aggregates`` is one materialization per evidence set (every task's aggregate in one
+:class:`~bench_assets.documents.AggregateSet`), read from the cells in bulk: one partition per
+task cost a 1,000-task decision about a minute in Dagster's per-partition events.
 """
 
 import datetime as dt
@@ -26,17 +30,20 @@ from bench_assets.defs.evidence import (
     verify_evidence,
 )
 from bench_assets.defs.inputs import incumbent_skills
-from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
+from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import (
     BenchResource,
-    latest_metadata_by_partition,
+    latest_metadata,
     partition_materializations_by_partition,
     upstream_metadata,
 )
 from bench_assets.documents import (
+    AGGREGATE_SET_SCHEMA,
+    AggregateSet,
     CellLineage,
     DecisionDocument,
     RefusedCell,
+    load_aggregate_set,
     load_cell,
     load_decision,
 )
@@ -51,13 +58,14 @@ from bench_assets.store import ArtifactStore
 
 GROUP = "decision"
 OWNERS = ["team:wfbench"]
-AGGREGATES_CODE_VERSION = "aggregates-v1"
+AGGREGATES_CODE_VERSION = "aggregates-v2"
 DECISION_CODE_VERSION = "decision-v1"
 REPORT_CODE_VERSION = "report-v1"
 CELL_ASSETS = ("comparator_cells", "candidate_cells")
 GENERATION_TAG = "wfbench/generation"
-REFUSED_KEY = "refused_cells"
-"""Aggregates metadata: the planned cells that are not evidence, as :class:`RefusedCell` s."""
+SET_SCHEMA_KEY = "aggregate_set_schema"
+"""Aggregates metadata: the schema of the aggregate set at ``record_path`` (an aggregates
+materialization without it is an earlier per-task one, which the decision does not read)."""
 
 
 class DecisionConfig(dg.Config):
@@ -99,138 +107,120 @@ def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
 
 
 @dg.asset(
-    partitions_def=task_partitions,
-    deps=[
-        dg.AssetDep(
-            a,
-            partition_mapping=dg.MultiToSingleDimensionPartitionMapping(
-                partition_dimension_name="task"
-            ),
-        )
-        for a in CELL_ASSETS
-    ],
+    deps=list(CELL_ASSETS),
     group_name=GROUP,
     owners=OWNERS,
-    kinds={"pandas"},
+    kinds={"python"},
     code_version=AGGREGATES_CODE_VERSION,
     check_specs=[
         dg.AssetCheckSpec(
             "aggregates_complete",
             asset="aggregates",
             blocking=True,
-            description="Fails when any planned cell of the task has no record.",
+            description="Fails when any planned cell of any task has no acceptable record.",
         )
     ],
     description=(
-        "Per task and arm: resolved/valid runs, pass@1, pass^k, medians of cost (null if any "
-        "valid run is unmeasured), tokens, turns, duration and churn, exclusions by kind, "
-        "verify-passed-but-oracle-failed and grader-tampered counts, fresh vs reused cells and "
-        "where reused evidence came from, and measurement health. Blocking check: every planned "
-        "cell present."
+        "Every decided task's aggregate, in one materialization: per task and arm resolved/valid "
+        "runs, pass@1, pass^k, medians of cost (null if any valid run is unmeasured), tokens, "
+        "turns, duration and churn, exclusions by kind, verify-passed-but-oracle-failed and "
+        "grader-tampered counts, fresh vs reused cells and where reused evidence came from, and "
+        "measurement health; the planned cells refused as evidence, with the reason. Blocking "
+        "check: every planned cell present."
     ),
 )
 def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
-    """Aggregate one task's cells, or every task of a ranged run in one pass.
+    """Aggregate every task a decision rests on, from bulk reads, into one aggregate set.
 
-    A run over a range of task partitions (``materialize_decision`` launches one for all tasks)
-    reads every cell in one bulk lookup per cell asset and writes each task's metadata to its
-    partition. Dagster allows one data version per step (dagster-notes Q3), so a ranged step's
-    data version is the digest of the tasks' digests; each partition's own digest is its
-    ``digest`` metadata. The blocking check is evaluated once per step: it fails when any task
-    of the step is incomplete and names each such task and its missing cells.
+    The tasks are the generation's (its manifest's; the run's ``wfbench/generation`` tag) or,
+    ad hoc, every task partition. One materialization, not one per task: a 1,000-task ranged
+    run cost about a minute in Dagster's per-partition events alone. Which cells each task's
+    aggregate rests on, and why any planned cell is refused, is in the set and its metadata;
+    the decision lists every evidence cell's lineage.
     """
-    tasks = list(context.partition_keys)
     generation = context.run.tags.get(GENERATION_TAG) or None
-    manifest = (
-        manifest_mod.load_complete(bench.artifacts().generation(generation)) if generation else None
-    )
-    by_manifest = [t for t in tasks if manifest is not None and t in manifest.tasks]
-    latest = [t for t in tasks if t not in set(by_manifest)]
-    planned_default = planned_cells(bench.tasks_dir)
-    b = bench.load(tasks)
-    # Without a manifest (ad hoc): the latest records, each verified against the identity its
-    # arm has now, exactly as a generation verifies its evidence (never "latest record wins").
-    current, current_refused = collect_current_inputs(
-        context.instance,
-        bench,
-        b,
-        {t: applicable_cells(b, t, planned_default) for t in latest},
-        generation,
-    )
-    results: dict[str, tuple[agg_mod.TaskAggregate, dict[str, Any], int]] = {}
-    for task in tasks:
-        refused: dict[str, str] = {}
-        if task in current:
-            planned = applicable_cells(b, task, planned_default)
-            inputs, refused = current[task], current_refused[task]
-        else:
-            assert manifest is not None
-            # The generation's evidence set: exactly its planned cells, each verified.
-            planned = [(c.asset, c.cell) for c in manifest.tasks[task].cells]
-            inputs, refused = collect_manifest_inputs(context.instance, manifest.tasks[task])
-        for cell, why in sorted(refused.items()):
-            context.log.warning(f"{task} {cell}: no acceptable evidence: {why}")
-        agg = agg_mod.aggregate_task(task, [c for _, c in planned], inputs)
-        body = agg.model_dump(mode="json")
-        digest = sha256_json(body)
-        path = atomic_write_json(bench.artifacts().aggregate(task, digest), body)
-        metadata = {
-            "table": dg.MetadataValue.md(report_mod.aggregate_markdown(agg)),
-            "missing_cells": ", ".join(agg.missing_cells) or None,
-            "refused_evidence": dg.MetadataValue.md(
-                "\n".join(f"- {c}: {why}" for c, why in sorted(refused.items()))
-            )
-            if refused
-            else None,
-            REFUSED_KEY: dg.MetadataValue.json(
-                [
-                    RefusedCell(task=task, cell=c, reason=why).model_dump(mode="json")
-                    for c, why in sorted(refused.items())
-                ]
-            ),
-            "evidence_set": "generation manifest"
-            if task in by_manifest
-            else "latest records, verified against the arms' identity now",
-            "cells": len(agg.evidence),
-            "record_path": dg.MetadataValue.path(str(path)),
-            "digest": digest,
-        }
-        results[task] = (agg, metadata, len(planned))
-    if len(tasks) == 1:
-        agg, metadata, n_planned = results[tasks[0]]
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(str(metadata["digest"])),
-            metadata=metadata,
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name="aggregates_complete",
-                    passed=not agg.missing_cells,
-                    metadata={
-                        "missing": ", ".join(agg.missing_cells) or None,
-                        "planned": n_planned,
-                    },
-                )
-            ],
-        )
-    for task, (_, metadata, _) in results.items():
-        context.add_asset_metadata(metadata, partition_key=task)
-    incomplete = {t: a.missing_cells for t, (a, _, _) in results.items() if a.missing_cells}
+    aset = compute_aggregate_set(context.instance, bench, generation)
+    for r in aset.refused[:MAX_LOGGED]:
+        context.log.warning(f"{r.task} {r.cell}: no acceptable evidence: {r.reason}")
+    body = aset.model_dump(mode="json")
+    digest = sha256_json(body)
+    path = atomic_write_json(bench.artifacts().aggregate_set(digest), body)
+    incomplete = {a.task: a.missing_cells for a in aset.tasks if a.missing_cells}
     listed = "; ".join(f"{t}: {', '.join(cells)}" for t, cells in sorted(incomplete.items()))
+    refused_md = "\n".join(f"- {r.task} {r.cell}: {r.reason}" for r in aset.refused[:MAX_LISTED])
+    if len(aset.refused) > MAX_LISTED:
+        refused_md += f"\n- ... and {len(aset.refused) - MAX_LISTED} more (see record_path)"
+    metadata: dict[str, Any] = {
+        SET_SCHEMA_KEY: AGGREGATE_SET_SCHEMA,
+        "table": dg.MetadataValue.md(report_mod.aggregate_set_markdown(aset.tasks, MAX_LISTED)),
+        "tasks": len(aset.tasks),
+        "incomplete_tasks": len(incomplete),
+        "missing_cells": listed[:20000] or None,
+        "refused_count": len(aset.refused),
+        "refused_evidence": dg.MetadataValue.md(refused_md) if aset.refused else None,
+        "evidence_set": "generation manifest"
+        if aset.kind == "generation"
+        else "latest records, verified against the arms' identity now",
+        "generation": aset.generation,
+        "cells": sum(len(a.evidence) for a in aset.tasks),
+        "record_path": dg.MetadataValue.path(str(path)),
+        "digest": digest,
+    }
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(
-            sha256_json({t: m["digest"] for t, (_, m, _) in results.items()})
-        ),
+        data_version=dg.DataVersion(digest),
+        metadata=metadata,
         check_results=[
             dg.AssetCheckResult(
                 check_name="aggregates_complete",
                 passed=not incomplete,
                 metadata={
-                    "tasks": len(tasks),
+                    "tasks": len(aset.tasks),
                     "incomplete_tasks": len(incomplete),
                     "missing": listed[:20000] or None,
-                    "planned": sum(n for _, _, n in results.values()),
+                    "planned": sum(len(a.planned_cells) for a in aset.tasks),
                 },
             )
+        ],
+    )
+
+
+MAX_LOGGED = 200
+"""Refused cells written to the run's log (all of them are in the aggregate set)."""
+MAX_LISTED = 200
+"""Tasks (and refused cells) listed in the UI's markdown (all of them are in the set)."""
+
+
+def compute_aggregate_set(
+    instance: dg.DagsterInstance, bench: BenchResource, generation: str | None
+) -> AggregateSet:
+    """Every decided task's aggregate and the refused planned cells (plain reads, no events).
+
+    With the generation's manifest: exactly its planned cells, each verified
+    (:func:`collect_manifest_inputs`, one bulk lookup per cell asset). Without one (ad hoc): the
+    latest records, each verified against the identity its arm has now, exactly as a generation
+    verifies its evidence (never "latest record wins").
+    """
+    artifacts = bench.artifacts()
+    tasks = decided_tasks(instance, artifacts, generation)
+    manifest = manifest_mod.load_complete(artifacts.generation(generation)) if generation else None
+    if manifest is not None:
+        planned: dict[str, list[tuple[str, str]]] = {
+            t: [(c.asset, c.cell) for c in manifest.tasks[t].cells] for t in tasks
+        }
+        inputs, refused = collect_manifest_inputs(instance, [manifest.tasks[t] for t in tasks])
+    else:
+        b = bench.load(tasks)
+        planned_default = planned_cells(bench.tasks_dir)
+        planned = {t: applicable_cells(b, t, planned_default) for t in tasks}
+        inputs, refused = collect_current_inputs(instance, bench, b, planned, generation)
+    return AggregateSet(
+        generation=generation,
+        kind="generation" if manifest is not None else "ad_hoc",
+        tasks=[agg_mod.aggregate_task(t, [c for _, c in planned[t]], inputs[t]) for t in tasks],
+        refused=[
+            RefusedCell(task=t, cell=c, reason=why)
+            for t in tasks
+            for c, why in sorted(refused[t].items())
         ],
     )
 
@@ -255,21 +245,25 @@ def _load_aggregates(
 def _aggregates_and_refused(
     instance: dg.DagsterInstance, task_ids: list[str]
 ) -> tuple[list[agg_mod.TaskAggregate], list[RefusedCell]]:
-    """Each task's latest aggregate, and the planned cells it refused as evidence."""
-    out = []
-    refused: list[RefusedCell] = []
-    found = latest_metadata_by_partition(instance, "aggregates", task_ids)  # one bulk lookup
-    for task in task_ids:
-        md = found.get(task)
-        if md is None:
-            raise InputError(
-                f"aggregates[{task}] has never been materialized; materialize it first"
-            )
-        out.append(
-            agg_mod.TaskAggregate.model_validate_json(Path(str(md["record_path"])).read_text())
+    """Each task's aggregate from the latest aggregate set, and the planned cells it refused."""
+    md = latest_metadata(instance, "aggregates", None)
+    if not md:
+        raise InputError("aggregates has never been materialized; materialize it first")
+    if md.get(SET_SCHEMA_KEY) != AGGREGATE_SET_SCHEMA:
+        raise InputError(
+            "aggregates was last materialized per task by an earlier wfbench; materialize "
+            "aggregates again"
         )
-        refused += [RefusedCell.model_validate(r) for r in md.get(REFUSED_KEY) or []]
-    return out, refused
+    aset = load_aggregate_set(Path(str(md["record_path"])))
+    by_task = {a.task: a for a in aset.tasks}
+    absent = [t for t in task_ids if t not in by_task]
+    if absent:
+        raise InputError(
+            f"the latest aggregates ({md['record_path']}) have no aggregate of task(s) "
+            f"{', '.join(absent[:5])}; materialize aggregates again"
+        )
+    wanted = set(task_ids)
+    return [by_task[t] for t in task_ids], [r for r in aset.refused if r.task in wanted]
 
 
 def _metric(e: agg_mod.CellEvidence, metric: str) -> float | None:

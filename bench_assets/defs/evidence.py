@@ -12,6 +12,7 @@ than the overlay it is asked about lends it nothing. A cell that fails is refuse
 reason (:class:`~bench_assets.documents.RefusedCell`).
 """
 
+from collections.abc import Iterable
 from typing import Any
 
 import dagster as dg
@@ -25,12 +26,11 @@ from bench_assets.cells import CellInputs, cell_identity, make_adapter
 from bench_assets.defs.cells import load_cell_inputs
 from bench_assets.defs.resources import (
     BenchResource,
-    partition_materializations,
     partition_materializations_by_partition,
 )
 from bench_assets.documents import RefusedCell
 from bench_assets.errors import WfbenchError
-from bench_assets.manifest import TaskManifest
+from bench_assets.manifest import ManifestCell, TaskManifest
 from bench_assets.store import ArtifactStore
 
 
@@ -163,28 +163,58 @@ def collect_current_inputs(
     return out, refused
 
 
-def collect_manifest_inputs(
-    instance: dg.DagsterInstance, task: TaskManifest
-) -> tuple[list[agg_mod.AggregateInput], dict[str, str]]:
-    """Exactly the cells the generation's manifest names for ``task``, each verified.
+def accept_manifest_cells(
+    instance: dg.DagsterInstance, cells: Iterable[ManifestCell], generation: str
+) -> dict[tuple[str, str], tuple[manifest_mod.Accepted | None, str]]:
+    """Every planned cell's verified evidence (:func:`bench_assets.manifest.accept`), or why
+    there is none, per ``(task, cell)``.
 
-    Returns the accepted evidence and, per cell without acceptable evidence, why (missing,
-    corrupted, another identity — e.g. another candidate's cell —, not paid in this
-    generation). See :mod:`bench_assets.manifest`.
+    One bulk lookup of the cells' recent materializations per cell asset
+    (:func:`partition_materializations_by_partition`: a few queries for 9,000 cells, where one
+    query per cell cost seconds); each record is read and digested once per process
+    (:func:`bench_assets.records.load_verified`).
     """
-    out: list[agg_mod.AggregateInput] = []
-    refused: dict[str, str] = {}
-    for mc in task.cells:
+    wanted: dict[str, dict[str, ManifestCell]] = {}
+    for mc in cells:
         key = str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell}))
-        options = (
-            manifest_mod.Candidate.from_metadata(md)
-            for md in partition_materializations(instance, mc.asset, key)
-        )
-        ok, why = manifest_mod.accept(mc, task.generation, [c for c in options if c is not None])
-        if ok is None:
-            refused[mc.cell] = why
-            continue
-        out.append(_input(ok.record, ok.run_id, ok.reused, ok.run_id))
+        wanted.setdefault(mc.asset, {})[key] = mc
+    out: dict[tuple[str, str], tuple[manifest_mod.Accepted | None, str]] = {}
+    for asset, keys in wanted.items():
+        found = partition_materializations_by_partition(instance, asset, keys)
+        for key, mc in keys.items():
+            options = (manifest_mod.Candidate.from_metadata(md) for md in found.get(key, []))
+            out[mc.task, mc.cell] = manifest_mod.accept(
+                mc, generation, [c for c in options if c is not None]
+            )
+    return out
+
+
+def collect_manifest_inputs(
+    instance: dg.DagsterInstance, tasks: Iterable[TaskManifest]
+) -> tuple[dict[str, list[agg_mod.AggregateInput]], dict[str, dict[str, str]]]:
+    """Exactly the cells the generation's manifest names for each task, each verified.
+
+    Returns, per task, the accepted evidence and, per cell without acceptable evidence, why
+    (missing, corrupted, another identity — e.g. another candidate's cell —, not paid in this
+    generation). See :mod:`bench_assets.manifest`. All tasks' cells are read in one bulk lookup
+    per cell asset (:func:`accept_manifest_cells`).
+    """
+    tasks = list(tasks)
+    out: dict[str, list[agg_mod.AggregateInput]] = {t.task: [] for t in tasks}
+    refused: dict[str, dict[str, str]] = {t.task: {} for t in tasks}
+    accepted: dict[tuple[str, str], tuple[manifest_mod.Accepted | None, str]] = {}
+    by_generation: dict[str, list[ManifestCell]] = {}
+    for tm in tasks:
+        by_generation.setdefault(tm.generation, []).extend(tm.cells)
+    for generation, cells in by_generation.items():
+        accepted |= accept_manifest_cells(instance, cells, generation)
+    for tm in tasks:
+        for mc in tm.cells:
+            ok, why = accepted[mc.task, mc.cell]
+            if ok is None:
+                refused[tm.task][mc.cell] = why
+                continue
+            out[tm.task].append(_input(ok.record, ok.run_id, ok.reused, ok.run_id))
     return out, refused
 
 

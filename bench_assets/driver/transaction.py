@@ -23,10 +23,8 @@ import dagster as dg
 
 from bench_assets import ledger as ledger_mod
 from bench_assets.catalog import Benchmark
-from bench_assets.defs.resources import (
-    latest_metadata_by_partition,
-    partition_materializations,
-)
+from bench_assets.defs.evidence import accept_manifest_cells
+from bench_assets.defs.resources import latest_metadata_by_partition, partition_materializations
 from bench_assets.driver.runqueue import Executor
 from bench_assets.errors import InputError, RecordCorrupt
 from bench_assets.hashing import tree_manifest
@@ -35,7 +33,6 @@ from bench_assets.manifest import (
     Candidate,
     ManifestCell,
     ManifestHeader,
-    accept,
     load_complete,
     load_header,
 )
@@ -141,12 +138,8 @@ def missing_evidence(
     manifest = load_complete(artifacts.generation(generation))
     if manifest is None:
         return None
-    out = {}
-    for mc in manifest.cells():
-        ok, why = accept(mc, generation, candidates(instance, mc))
-        if ok is None:
-            out[f"{mc.task} {mc.cell}"] = why
-    return out
+    found = accept_manifest_cells(instance, manifest.cells(), generation)  # bulk, not per cell
+    return {f"{t} {c}": why for (t, c), (ok, why) in sorted(found.items()) if ok is None}
 
 
 WATCH_EXCLUDE = frozenset({"__pycache__", ".pytest_cache", ".git", "candidates"})

@@ -1,0 +1,141 @@
+"""A decision's evidence from bulk reads (issue 24, build 4), still exactly the planned cells,
+each verified: one lookup per cell asset rather than per cell, each record read once per process
+and read again when its file changes. Cheap: cell materializations are reported directly, no
+cell is run (``bench/decide_scale.py`` measures the times)."""
+
+import json
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+
+from bench_assets.defs import evidence
+from bench_assets.defs.cells import cell_metadata
+from bench_assets.documents import CellMaterialization
+from bench_assets.driver.transaction import missing_evidence
+from bench_assets.manifest import (
+    ManifestCell,
+    ManifestHeader,
+    TaskManifest,
+    write_header,
+    write_task,
+)
+from bench_assets.records import load_verified, write_record
+from bench_assets.store import ArtifactStore
+from tests.test_aggregate import rec
+
+RUN = "g0001-run-0001"
+
+
+@pytest.fixture
+def instance():
+    with dg.instance_for_test() as inst:
+        yield inst
+
+
+def _materialize(instance: dg.DagsterInstance, asset: str, task: str, cell: str, md, dv) -> None:
+    pk = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+    mat = dg.AssetMaterialization(
+        asset, partition=pk, metadata=md, tags={"dagster/data_version": dv}
+    )
+    instance.report_dagster_event(
+        DagsterEvent(
+            event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+            event_specific_data=StepMaterializationData(mat),
+            job_name="__ASSET_JOB",
+        ),
+        run_id=RUN,
+    )
+
+
+def _generation(instance: dg.DagsterInstance, art: ArtifactStore) -> dict[tuple[str, str], Path]:
+    """Two tasks x (a comparator and a candidate cell), paid in g0001, and its manifest."""
+    paths = {}
+    folder = art.generation("g0001")
+    write_header(
+        folder,
+        ManifestHeader(
+            generation="g0001",
+            candidate="c1",
+            overlay_digest="o",
+            skills_digest="s",
+            tasks=["alpha", "beta"],
+            tasks_dir="tasks",
+            tasks_digest="d",
+            created_at="2026-12-01T00:00:00+00:00",
+        ),
+    )
+    for task in ("alpha", "beta"):
+        cells = []
+        for arm in ("w", "cand"):
+            base = rec(arm, 0, task=task, generation="g0001")
+            record = base.model_copy(update={"identity_digest": f"id-{arm}"})
+            path = write_record(art.cell(task, record.cell, record.record_id), record)
+            asset = "candidate_cells" if arm == "cand" else "comparator_cells"
+            md = cell_metadata(record, path, CellMaterialization.fresh(record, path, "missing"))
+            _materialize(instance, asset, task, record.cell, md, record.data_version)
+            paths[task, record.cell] = path
+            cells.append(
+                ManifestCell(
+                    task=task,
+                    cell=record.cell,
+                    asset=asset,
+                    role=record.role,
+                    identity_digest=f"id-{arm}",
+                    action="run",
+                    kind="missing",
+                )
+            )
+        write_task(folder, TaskManifest(generation="g0001", task=task, cells=cells))
+    return paths
+
+
+def test_a_record_is_read_once_and_again_after_it_is_rewritten(tmp_path: Path) -> None:
+    record = rec("w", 0)
+    path = write_record(tmp_path, record)
+    first, digest = load_verified(path)
+    assert digest == record.data_version and first == record
+    assert load_verified(path)[0] is first  # unchanged file: the same object, not re-parsed
+    body = json.loads(path.read_text())
+    body["resolved"] = not body["resolved"]
+    time.sleep(0.01)
+    write_record(tmp_path, type(record).model_validate(body))  # rewritten after it was read
+    again, digest2 = load_verified(path)
+    assert digest2 != digest and again.resolved != record.resolved
+
+
+def test_manifest_evidence_is_read_per_asset_in_bulk_and_every_cell_verified(
+    tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    art = ArtifactStore(tmp_path / "art")
+    paths = _generation(instance, art)
+    # One cell's record edited after it was recorded: refused, named, never evidence.
+    tampered = paths["beta", "cand.r0"]
+    body = json.loads(tampered.read_text())
+    body["resolved"] = not body["resolved"]
+    time.sleep(0.01)
+    tampered.write_text(json.dumps(body))
+
+    calls: list[str] = []
+    real = evidence.partition_materializations_by_partition
+
+    def counting(inst, asset, partitions, *a, **kw):
+        calls.append(str(asset))
+        return real(inst, asset, partitions, *a, **kw)
+
+    monkeypatch.setattr(evidence, "partition_materializations_by_partition", counting)
+    from bench_assets.manifest import load_complete
+
+    manifest = load_complete(art.generation("g0001"))
+    assert manifest is not None
+    inputs, refused = evidence.collect_manifest_inputs(instance, manifest.tasks.values())
+    assert sorted(calls) == ["candidate_cells", "comparator_cells"]  # not one per cell
+    assert [i.record.cell for i in inputs["alpha"]] == ["w.r0", "cand.r0"]
+    assert [i.record.cell for i in inputs["beta"]] == ["w.r0"]
+    assert all(i.run_id == RUN and not i.reused for i in inputs["alpha"])
+    assert refused == {"alpha": {}, "beta": {"cand.r0": refused["beta"]["cand.r0"]}}
+    assert "does not match the data version" in refused["beta"]["cand.r0"]
+    # `wfbench decide --generation` refuses the unfinished generation from the same bulk read.
+    assert missing_evidence(instance, art, "g0001") == {"beta cand.r0": refused["beta"]["cand.r0"]}

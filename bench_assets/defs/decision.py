@@ -34,6 +34,7 @@ from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import (
     BenchResource,
     latest_metadata,
+    latest_metadata_by_partition,
     partition_materializations_by_partition,
     upstream_metadata,
 )

@@ -32,6 +32,7 @@ environment allow-list, the timeout and output caps, and the preflight that prov
 together when auditing containment, and a second module would be a second way to start one.
 """
 
+import contextlib
 import enum
 import os
 import shutil
@@ -274,12 +275,14 @@ def run(
     for t in threads:
         t.start()
     if stdin is not None and proc.stdin is not None:
-        try:
-            proc.stdin.write(stdin)
-        except BrokenPipeError:
-            pass
-        finally:
-            proc.stdin.close()
+        # A child that exits (or is killed) before reading all of its input is the child's
+        # outcome, reported by its return code, not the harness's error: closing flushes the
+        # buffer and can raise too (as Popen.communicate knows).
+        with contextlib.suppress(BrokenPipeError):
+            try:
+                proc.stdin.write(stdin)
+            finally:
+                proc.stdin.close()
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)

@@ -1,6 +1,7 @@
 """The subprocess gateway: containment, environment allow-list, timeouts, output caps."""
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -186,3 +187,23 @@ def test_unsafe_mode_warns_and_runs_on_the_host(
     assert lines == [str(tmp_path), f"{tmp_path}/x"]
     assert (scratch / "out").read_text() == "hi\n"
     assert "WITHOUT A SANDBOX" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("size", [1, 4 << 20], ids=["buffered", "over-the-pipe-buffer"])
+def test_a_child_that_never_reads_its_input_is_its_exit_code_not_a_harness_error(size, monkeypatch):
+    # A graded process (or a cheat inside it) may exit before reading its specification; the
+    # write, or the flush on close of a buffered write, then meets a broken pipe. That is the
+    # child's outcome. The child is made to have exited before the harness writes (what load does).
+    class ExitedFirst(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+
+    monkeypatch.setattr(sandbox.subprocess, "Popen", ExitedFirst)
+    result = run(
+        [sys.executable, "-c", "import sys; sys.exit(3)"],
+        isolation=Isolation.HARNESS,
+        stdin=b"x" * size,
+        timeout_s=60,
+    )
+    assert result.returncode == 3 and not result.timed_out

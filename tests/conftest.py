@@ -1,5 +1,7 @@
 """Shared fixtures: a small, valid benchmark directory built from scratch in tmp_path."""
 
+import functools
+import re
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +11,37 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEMO_TASKS = REPO_ROOT / "tasks"
+
+_GROUPED = re.compile(r"^pytestmark\b.*\bxdist_group\(", re.M)
+
+
+@functools.cache
+def _stays_on_one_worker(module: str) -> bool:
+    """Whether a test module marks itself ``xdist_group`` (one expensive module fixture)."""
+    path = REPO_ROOT / module
+    return path.is_file() and bool(_GROUPED.search(path.read_text(encoding="utf-8")))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``make test`` (``-n 3 --dist loadgroup``): a module marked ``xdist_group`` goes to one
+    worker whole, every other test is scheduled on its own.
+
+    xdist's own loadgroup renames each marked item's ``_nodeid``, which pytest 9.2 no longer reads
+    (``Node.nodeid`` comes from ``_id``), so the marks were silently ignored and the cheat corpus'
+    module fixture was built three times at once. This is the same rule, keyed by module path.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if _stays_on_one_worker(module) else nodeid
+
+    return ModuleGroupScheduling(config, log)
+
 
 BENCH = {
     "model": "claude-sonnet-4-5-20250929",

@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from bench_assets.catalog import load_benchmark
+from bench_assets.defs.inputs import BATCH_TAG, INPUT_BATCH_JOB
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.documents import load_cell
 from bench_assets.driver.instance import sync_instance
@@ -492,15 +493,16 @@ def test_wfbench_evolve_pays_a_generation_through_the_deployments_queue(
         assert (body["paid_cells"], body["reused_cells"]) == (3, 0), body
         assert "starting a dagster-daemon" not in evolve.stderr, "the deployment's daemon serves"
         generation = instance.get_runs(filters=dg.RunsFilter(tags={"wfbench/generation": "g0001"}))
-        # Inputs and cells are queued runs; the cheap unpartitioned steps and the decision are
-        # materialized in the driver's process.
+        # Inputs (one queued `input_batch` run for the suite's one task, whose per-task run it
+        # tags with its own id) and cells are queued runs; the cheap unpartitioned steps and the
+        # decision are materialized in the driver's process.
         cell_runs = [r.run_id for r in generation if "dagster/partition/cell" in r.tags]
-        input_runs = [
-            r.run_id
-            for r in generation
-            if dg.AssetKey("task_bindings") in (r.asset_selection or set())
-        ]
+        input_runs = [r.run_id for r in generation if r.job_name == INPUT_BATCH_JOB]
         assert len(cell_runs) == 3 and len(input_runs) == 1, [r.tags for r in generation]
+        batched = [r for r in generation if r.tags.get(BATCH_TAG) == input_runs[0]]
+        assert [r.tags["dagster/partition"] for r in batched] == ["alpha"], [
+            r.tags for r in batched
+        ]
         assert_queued_then_started(instance, cell_runs + input_runs + [ui_run])
         wait_for_runs(instance, [ui_run], dep)
         # The UI's run was queued while a generation cell ran, and started only when the slot

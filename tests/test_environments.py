@@ -183,6 +183,12 @@ def test_an_environment_is_built_once_and_a_second_generation_reuses_it_unchange
         "cand": ["greet"],
         "fixer": ["greet"],
     }
+    # The second generation's inputs were unchanged, so it launched no input run at all: the
+    # environment was materialized once. `wfbench inputs` re-materializes every task on purpose,
+    # and then finds the built environment and reuses it unchanged.
+    assert len(_env_materializations()) == 1
+    again = CliRunner().invoke(main, ["inputs", "--tasks", str(tasks)])
+    assert again.exit_code == 0, again.output
     first, second = _env_materializations()
     assert first["reused"] is False and second["reused"] is True
     assert first["data_version"] == second["data_version"] == first["digest"]

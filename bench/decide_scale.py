@@ -47,6 +47,9 @@ sys.path.insert(0, str(REPO))
 import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench"))
+from scale import replayed_fields  # noqa: E402  (one replayed-record builder for both scripts)
+
 DEMO = REPO / "tasks"
 DEMO_TASK = "csv-quoted-fields"
 ARMS = ("baseline", "workflow", "candidate_workflow")
@@ -155,7 +158,6 @@ def build(n: int, work: Path) -> tuple[Path, Path, Path, dict[str, Path]]:
     from bench_assets.defs.resources import BenchResource, latest_metadata
     from bench_assets.documents import CellMaterialization
     from bench_assets.driver.instance import materialize
-    from bench_assets.errorkinds import ErrorKind
     from bench_assets.hashing import sha256_json
     from bench_assets.manifest import (
         ManifestCell,
@@ -263,51 +265,9 @@ def build(n: int, work: Path) -> tuple[Path, Path, Path, dict[str, Path]]:
                         assert isinstance(spec.agent, ReplayAgent)
                         pred = cached_predictions(root / spec.agent.predictions)[(task, run)]
                         outcome = expected[arm][DEMO_TASK][run]
-                        resolved = bool(
-                            outcome["verify"] and outcome["oracle"] and pred.model_patch.strip()
-                        )
-                        kind = None
-                        if not resolved:
-                            kind = (
-                                ErrorKind.VERIFY_FAILED
-                                if not outcome["verify"]
-                                else ErrorKind.ORACLE_FAILED
-                            )
-                        u = pred.usage
                         record = CellRecord(
                             record_id=new_record_id(),
-                            task=task,
-                            task_class=bench.task(task).spec.class_,
-                            arm=arm,
-                            role=spec.role,
-                            run=run,
-                            cell=cell,
-                            generation=generation,
-                            adapter="replay",
-                            model=bench.config.model,
-                            effort=bench.config.effort,
-                            input_tokens=u.input_tokens,
-                            output_tokens=u.output_tokens,
-                            cache_read_input_tokens=u.cache_read_input_tokens,
-                            cache_creation_input_tokens=u.cache_creation_input_tokens,
-                            total_tokens=u.total_tokens,
-                            cost_usd=u.cost_usd,
-                            turns=u.turns,
-                            agent_duration_s=u.duration_s,
-                            duration_s=1.0,
-                            churn_files=1,
-                            churn_insertions=10,
-                            churn_deletions=2,
-                            verify_passed=bool(outcome["verify"]),
-                            oracle_passed=bool(outcome["oracle"]),
-                            resolved=resolved,
-                            error_kind=kind,
-                            error_detail="",
-                            verify_tail="",
-                            protected_changed=[],
-                            session_ids=[],
-                            patch=None,
-                            transcript=None,
+                            **replayed_fields(bench, task, arm, run, generation, pred, outcome),
                             identity_digest=digest,
                             identity=ident,
                             skills_digest=skills,

@@ -303,6 +303,53 @@ def _plain(md: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def replayed_fields(
+    bench: Benchmark, task: str, arm: str, run: int, generation: str, pred: Any, outcome: dict
+) -> dict[str, Any]:
+    """A replayed cell record's fields apart from its identity: what the prediction and the demo
+    task's expected outcome say (shared with ``bench/decide_scale.py``)."""
+    spec = bench.config.arms[arm]
+    resolved = bool(outcome["verify"] and outcome["oracle"] and pred.model_patch.strip())
+    kind = None
+    if not resolved:
+        kind = ErrorKind.VERIFY_FAILED if not outcome["verify"] else ErrorKind.ORACLE_FAILED
+    u = pred.usage
+    return dict(
+        task=task,
+        task_class=bench.task(task).spec.class_,
+        arm=arm,
+        role=spec.role,
+        run=run,
+        cell=cell_key(arm, run),
+        generation=generation,
+        adapter="replay",
+        model=bench.config.model,
+        effort=bench.config.effort,
+        input_tokens=u.input_tokens,
+        output_tokens=u.output_tokens,
+        cache_read_input_tokens=u.cache_read_input_tokens,
+        cache_creation_input_tokens=u.cache_creation_input_tokens,
+        total_tokens=u.total_tokens,
+        cost_usd=u.cost_usd,
+        turns=u.turns,
+        agent_duration_s=u.duration_s,
+        duration_s=1.0,
+        churn_files=1,
+        churn_insertions=10,
+        churn_deletions=2,
+        verify_passed=bool(outcome["verify"]),
+        oracle_passed=bool(outcome["oracle"]),
+        resolved=resolved,
+        error_kind=kind,
+        error_detail="",
+        verify_tail="",
+        protected_changed=[],
+        session_ids=[],
+        patch=None,
+        transcript=None,
+    )
+
+
 def record_generation(
     instance: dg.DagsterInstance,
     bench: Benchmark,
@@ -348,47 +395,11 @@ def record_generation(
         assert isinstance(spec.agent, ReplayAgent)
         pred = cached_predictions(bench.root / spec.agent.predictions)[(task, run)]
         outcome = expected[arm][DEMO_TASK][run]
-        resolved = bool(outcome["verify"] and outcome["oracle"] and pred.model_patch.strip())
-        kind = None
-        if not resolved:
-            kind = ErrorKind.VERIFY_FAILED if not outcome["verify"] else ErrorKind.ORACLE_FAILED
-        u = pred.usage
         ids = identities[task]
         record_id = new_record_id()
         record = CellRecord(
             record_id=record_id,
-            task=task,
-            task_class=bench.task(task).spec.class_,
-            arm=arm,
-            role=spec.role,
-            run=run,
-            cell=cell_key(arm, run),
-            generation=generation,
-            adapter="replay",
-            model=bench.config.model,
-            effort=bench.config.effort,
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            cache_read_input_tokens=u.cache_read_input_tokens,
-            cache_creation_input_tokens=u.cache_creation_input_tokens,
-            total_tokens=u.total_tokens,
-            cost_usd=u.cost_usd,
-            turns=u.turns,
-            agent_duration_s=u.duration_s,
-            duration_s=1.0,
-            churn_files=1,
-            churn_insertions=10,
-            churn_deletions=2,
-            verify_passed=bool(outcome["verify"]),
-            oracle_passed=bool(outcome["oracle"]),
-            resolved=resolved,
-            error_kind=kind,
-            error_detail="",
-            verify_tail="",
-            protected_changed=[],
-            session_ids=[],
-            patch=None,
-            transcript=None,
+            **replayed_fields(bench, task, arm, run, generation, pred, outcome),
             identity_digest=identity_digest(ident),
             identity=ident,
             skills_digest=ident["skills"],

@@ -59,6 +59,11 @@ Outcomes come from the CLI's own fields: ``error_max_turns`` is ``turn-limit`` a
 ``is_error`` with ``subtype: success``, ``api_error_status`` and the assistant event's ``error`` —
 is systemic, with the CLI's own message in the detail: authentication or an unreachable API is an
 ``infra-error``, rate limits, overload and server errors a ``session-error``.
+
+Why one file over 500 lines: everything this adapter passes to the CLI — runtime resolution,
+mounts, settings (built-in skills, tools, a case's settings), the init probe and the outcome
+mapping — must agree with one CLI release; keeping them in one module is what a pin bump
+reviews. The stream-json parsing is already apart (``claude_stream.py``).
 """
 
 import json

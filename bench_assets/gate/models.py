@@ -3,6 +3,10 @@ the :class:`Decision` it returns with every :class:`Finding`, per-task :class:`T
 statistics, and the literal types naming decisions, effects and rules.
 
 All models are frozen and forbid extra fields, so a stored decision parses back exactly.
+
+Why one file over 500 lines: it is the decision document's schema — every model a stored
+decision holds, v2 and v3 alike — so that a reader (and ``wfbench schema``) finds the whole
+record shape in one place; it holds no logic beyond parsing old schema versions.
 """
 
 from typing import Literal

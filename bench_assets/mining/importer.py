@@ -33,6 +33,10 @@ An accepted task is published atomically as ``task.yaml``, ``oracle/`` and ``min
 validation record); every verdict goes to the ledger as soon as it is known, so an interrupted
 import resumes where it stopped. ``--max N`` caps the candidates validated by one run (cached and
 unchanged ones do not count), so a later run continues with the next ones.
+
+Why a little over 500 lines: this is the import's one sequence (candidates, environment, staged
+oracle and conftests, validation, publication, report); its pieces share the run's state and are
+read top to bottom; history, leaks, validation and documents already live in their own modules.
 """
 
 import re

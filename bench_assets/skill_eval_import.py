@@ -83,6 +83,8 @@ def _frontmatter(path: Path) -> tuple[dict[str, Any], str]:
         raise InputError(f"{path}: cannot read: {e}") from None
     m = _FRONTMATTER.match(text)
     if m is None:
+        if re.match(r"\A---[ \t]*\r?\n", text):
+            raise InputError(f"{path}: frontmatter: opened with --- but never closed by ---")
         return {}, text
     try:
         meta = yaml.safe_load(m.group(1)) or {}
@@ -204,7 +206,33 @@ def _labels(case_dir: Path) -> list[Any]:
     return doc
 
 
+MAX_TIMEOUT_S = 3600
+"""``timeout_seconds`` is at most 3600 in ``claude plugin eval`` (reference §1.3)."""
+CASE_SCHEMA = "1.1"
+
+
+def _check_case_fields(case: dict[str, Any], where: Path) -> None:
+    """The shared fields' types and limits as the reference gives them (§1.3)."""
+    version = case.get("schema_version", CASE_SCHEMA)
+    if str(version) != CASE_SCHEMA:
+        raise InputError(
+            f"{where}: field 'schema_version': {version!r} is not the case format wfbench reads "
+            f"({CASE_SCHEMA!r})"
+        )
+    for key in ("name", "description", "expected_outcome"):
+        if key in case and not isinstance(case[key], str):
+            raise InputError(f"{where}: field '{key}': must be text")
+    tags = case.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        raise InputError(f"{where}: field 'tags': a list of strings, e.g. [smoke]")
+    for key, top in (("runs", 50), ("max_turns", 200), ("timeout_seconds", MAX_TIMEOUT_S)):
+        v = case.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top):
+            raise InputError(f"{where}: field '{key}': a whole number from 1 to {top}, not {v!r}")
+
+
 def _run_settings(case: dict[str, Any], where: Path) -> dict[str, Any]:
+    _check_case_fields(case, where)
     env = case.get("env") or {}
     if not isinstance(env, dict):
         raise InputError(f"{where}: field 'env': must be a mapping")
@@ -275,7 +303,10 @@ def load_case(
     if not prompt or not str(prompt).strip():
         raise InputError(f"{where}: field 'prompt': the case has no prompt")
     if (case_dir / "mocks").is_dir():
-        raise InputError(f"{case_dir}/mocks: MCP mocks are not supported by wfbench")
+        raise InputError(
+            f"{case_dir / 'mocks'}: case {case_dir.name!r}, field 'mocks': per-case MCP mocks "
+            "are not run by wfbench (a case's MCP tools exist only through them)"
+        )
     gdir = case_dir / "graders"
     if gdir.is_dir():
         graders += [(_grader_from_md(p), p) for p in sorted(gdir.glob("*.md"))]
@@ -329,10 +360,56 @@ def _plugin_tree(plugin: Path, evals: Path) -> dict[str, bytes]:
     return out
 
 
+MCP_REFUSAL = (
+    "claude plugin eval starts no real MCP server: a case reaches the plugin's MCP tools only "
+    "through mocks (evals/mocks, <case>/mocks), which wfbench does not run, so the runs would "
+    "not be the ones the suite measured; remove the MCP servers from the imported copy of the "
+    "plugin, or leave this suite to claude plugin eval"
+)
+
+
+def mcp_declarations(plugin: Path, manifest: dict[str, Any], evals: Path) -> list[str]:
+    """Where the plugin or its suite declares MCP servers or mocks (``file: field 'x'`` each).
+
+    ``claude plugin eval`` never starts a plugin's real MCP servers by default; their tools exist
+    only through mocks (reference §1.7). wfbench runs no mocks, and an arm given the plugin
+    folder would start the real servers: either way the runs differ from the suite's, so
+    every declaration is refused, never ignored."""
+    found = []
+    manifest_path = next(
+        (
+            p
+            for p in (plugin / ".claude-plugin" / "plugin.json", plugin / "plugin.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if manifest_path is not None and manifest.get("mcpServers"):
+        servers = manifest["mcpServers"]
+        names = sorted(servers) if isinstance(servers, dict) else [str(servers)]
+        found.append(f"{manifest_path}: field 'mcpServers' ({', '.join(names)})")
+    mcp_json = plugin / ".mcp.json"
+    if mcp_json.is_file():
+        try:
+            doc = json.loads(mcp_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            doc = None
+        servers = doc.get("mcpServers", doc) if isinstance(doc, dict) else None
+        names = sorted(servers) if isinstance(servers, dict) else ["?"]
+        found.append(f"{mcp_json}: field 'mcpServers' ({', '.join(names)})")
+    if (evals / "mocks").is_dir():
+        servers = sorted(p.name for p in (evals / "mocks").iterdir() if p.is_dir())
+        found.append(f"{evals / 'mocks'}: suite-wide MCP mocks ({', '.join(servers) or 'empty'})")
+    return found
+
+
 def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
     manifest = plugin_manifest(plugin)
     pname = manifest["name"]
     evals = _eval_dir(plugin, manifest)
+    mcp = mcp_declarations(plugin, manifest, evals)
+    if mcp:
+        raise InputError(f"{mcp[0]}: {MCP_REFUSAL}" + "".join(f"\n  also {m}" for m in mcp[1:]))
     cases = find_cases(evals)
     if not cases:
         raise InputError(f"{evals}: no case (a folder with prompt.md or case.yaml)")
@@ -363,7 +440,9 @@ def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
             tree = run_scaffold(script, str(where))
         settings = _run_settings(case, where)
         timeout = case.get("timeout_seconds", 300)
-        files = _task_files(tid, prompt, settings, grading, tree, timeout, "claude-plugin-eval")
+        files = _task_files(
+            tid, prompt, settings, grading, tree, timeout, "claude-plugin-eval", where
+        )
         planned.append(_Planned(tid, files))
     skills: dict[str, bytes] = {}
     sdir = plugin / "skills"

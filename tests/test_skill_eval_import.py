@@ -4,6 +4,7 @@ predictions carrying the run's stream-json transcript (recorded from the real CL
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -124,11 +125,33 @@ def test_unsupported_fields_are_refused_naming_file_and_field(
     assert not tasks.exists() or not any(tasks.iterdir())  # nothing written
 
 
-def test_mocks_and_a_case_without_graders_are_refused(tmp_path: Path, plugin: Path) -> None:
-    (plugin / "evals" / "patch-to-notes" / "mocks").mkdir()
-    with pytest.raises(InputError, match="mocks: MCP mocks are not supported"):
+@pytest.mark.parametrize(
+    ("declare", "message"),
+    [
+        (lambda p: (p / "evals" / "patch-to-notes" / "mocks" / "tracker").mkdir(parents=True),
+         r"patch-to-notes/mocks: case 'patch-to-notes', field 'mocks'"),
+        (lambda p: (p / "evals" / "mocks" / "tracker").mkdir(parents=True),
+         r"evals/mocks: suite-wide MCP mocks \(tracker\)"),
+        (lambda p: (p / ".mcp.json").write_text('{"mcpServers": {"tracker": {"command": "x"}}}'),
+         r"\.mcp\.json: field 'mcpServers' \(tracker\)"),
+        (lambda p: (p / ".claude-plugin" / "plugin.json").write_text(
+            '{"name": "relnotes", "mcpServers": {"db": {"command": "x"}}}'),
+         r"plugin\.json: field 'mcpServers' \(db\)"),
+    ],
+)  # fmt: skip
+def test_mcp_servers_and_mocks_are_refused_naming_where(
+    tmp_path: Path, plugin: Path, declare: Any, message: str
+) -> None:
+    """claude plugin eval reaches MCP tools only through mocks; wfbench runs none, so a suite or
+    plugin declaring MCP servers or mocks is refused, never imported without them."""
+    declare(plugin)
+    with pytest.raises(InputError, match=message) as e:
         import_plugin(plugin, tmp_path / "t")
-    shutil.rmtree(plugin / "evals" / "patch-to-notes" / "mocks")
+    assert "does not run" in str(e.value) or "not run by wfbench" in str(e.value)
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_case_without_graders_is_refused(tmp_path: Path, plugin: Path) -> None:
     shutil.rmtree(plugin / "evals" / "patch-to-notes" / "graders")
     with pytest.raises(InputError, match="field 'graders': a case needs at least one grader"):
         import_plugin(plugin, tmp_path / "t")

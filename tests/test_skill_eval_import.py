@@ -110,6 +110,14 @@ def test_reimport_is_idempotent_and_a_changed_case_prints_its_diff(
          "routed.md: field 'graders.routed.target'"),
         (("controls/unrelated-question/case.yaml", 'pattern: "teapot"', 'pattern: "(?i)teapot"'),
          "Python-only regex"),
+        (("controls/unrelated-question/case.yaml", "version: \"1.1\"", "version: \"2.0\""),
+         "case.yaml: field 'schema_version': '2.0' is not the case format"),
+        (("patch-to-notes/prompt.md", "tags: [smoke, notes]", "tags: smoke"),
+         "prompt.md: field 'tags': a list of strings"),
+        (("patch-to-notes/prompt.md", "timeout_seconds: 240", "timeout_seconds: 7200"),
+         "prompt.md: field 'timeout_seconds': a whole number from 1 to 3600"),
+        (("judged/names-version/prompt.md", "[Skill]\n---", "[Skill]"),
+         "prompt.md: frontmatter: opened with --- but never closed"),
     ],
 )  # fmt: skip
 def test_unsupported_fields_are_refused_naming_file_and_field(

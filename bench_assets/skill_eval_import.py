@@ -30,7 +30,6 @@ swebench``: :func:`bench_assets.swebench._diff`).
 
 import json
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ import yaml
 
 from bench_assets.errors import InputError
 from bench_assets.models import check_model_id
+from bench_assets.skill_eval_scaffold import run_scaffold
 from bench_assets.skill_eval_tasks import (
     LABELS_FILE,
     PLUGINS_DIR,
@@ -52,8 +52,6 @@ from bench_assets.skill_eval_tasks import (
     env_key_problem,
 )
 from bench_assets.swebench import ImportedTask
-
-SCAFFOLD_TIMEOUT_S = 300
 
 PROMPT_KEYS = frozenset(
     {
@@ -319,35 +317,6 @@ def load_case(
     return case, str(prompt), graders, scaffold
 
 
-def run_scaffold(script: Path, where: str) -> dict[str, bytes]:
-    """Run a scaffold script in the sandbox in an empty workspace; the files it left."""
-    from bench_assets.sandbox import Isolation, Mount, SandboxSpec, run, sandbox_env
-
-    with tempfile.TemporaryDirectory(prefix="wfbench-scaffold-") as tmp:
-        ws = Path(tmp) / "ws"
-        ws.mkdir()
-        res = run(
-            ["bash", "/wfbench-scaffold/script.sh"],
-            isolation=Isolation.SANDBOX,
-            env=sandbox_env({}),
-            timeout_s=SCAFFOLD_TIMEOUT_S,
-            sandbox=SandboxSpec(
-                workspace=ws, network=False, mounts=(Mount(script, "/wfbench-scaffold/script.sh"),)
-            ),
-        )
-        if not res.ok:
-            raise InputError(f"{where}: field 'context.scaffold_script': failed: {res.tail(600)}")
-        out: dict[str, bytes] = {}
-        for p in sorted(ws.rglob("*")):
-            rel = p.relative_to(ws)
-            if rel.parts[0] == ".git" or p.is_dir():
-                continue
-            if p.is_symlink() or not p.is_file():
-                raise InputError(f"{where}: scaffold left {rel}, which is not a regular file")
-            out[rel.as_posix()] = p.read_bytes()
-        return out
-
-
 def _plugin_tree(plugin: Path, evals: Path) -> dict[str, bytes]:
     """The plugin's files but its eval dir (and VCS folders), for ``plugin_dirs`` arms."""
     out: dict[str, bytes] = {}
@@ -435,9 +404,10 @@ def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
         tree: dict[str, bytes] = {}
         if scaffold is not None:
             script = case_dir / str(scaffold)
+            cy = case_dir / "case.yaml"  # context.* lives only there
             if ".." in str(scaffold).split("/") or not script.is_file():
-                raise InputError(f"{where}: field 'context.scaffold_script': no file {scaffold}")
-            tree = run_scaffold(script, str(where))
+                raise InputError(f"{cy}: field 'context.scaffold_script': no file {scaffold}")
+            tree = run_scaffold(script, str(cy))
         settings = _run_settings(case, where)
         timeout = case.get("timeout_seconds", 300)
         files = _task_files(

@@ -120,7 +120,7 @@ def test_every_recorded_run_scores_as_computed_by_hand(tasks: Path) -> None:
             grading(tasks, case),
             (T / f"{name}.jsonl").read_bytes(),
             tree["created"],
-            lambda p, files=tree["files"]: files.get(p),
+            tree["files"].get,
             with_plugin=arm != "without_plugin",
             judge=fake_judge,
         )
@@ -136,7 +136,7 @@ def test_explanations_and_exclusions_on_recorded_runs(tasks: Path) -> None:
             grading(tasks, case),
             (T / f"{short}--{arm}.jsonl").read_bytes(),
             tree["created"],
-            lambda p: tree["files"].get(p),
+            tree["files"].get,
             with_plugin=arm != "without_plugin",
             judge=fake_judge,
         )

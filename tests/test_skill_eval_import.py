@@ -355,3 +355,34 @@ def test_a_case_max_turns_caps_the_claude_code_session(tmp_path: Path) -> None:
         return argv[argv.index("--max-turns") + 1]
 
     assert (turns(14), turns(None)) == ("14", "30")
+
+
+GIT_SEED = "git init -q .\ngit config user.email e@x\ngit config user.name e\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "refused"),
+    [
+        (GIT_SEED + "echo v1 > notes.txt\ngit add -A\ngit commit -qm seed\n", None),
+        (GIT_SEED + "echo v1 > notes.txt\ngit add -A\ngit commit -qm seed\necho v2 >> notes.txt\n",
+         r"1 commit\(s\) and uncommitted changes \(M notes.txt\)"),
+        (GIT_SEED + "echo 1 > a\ngit add a\ngit commit -qm one\necho 2 > b\ngit add b\n"
+         "git commit -qm two\n", r"2 commit\(s\)"),
+    ],
+)  # fmt: skip
+def test_a_scaffold_git_state_one_base_commit_cannot_hold_is_refused(
+    tmp_path: Path, plugin: Path, script: str, refused: str | None
+) -> None:
+    """A scaffold's uncommitted edit or history is part of the case (`git reset --hard` cases);
+    wfbench starts from one base commit of the files, so only one clean commit is accepted."""
+    (plugin / "evals" / "patch-to-notes" / "seed.sh").write_text("set -eu\n" + script)
+    tasks = tmp_path / "t"
+    if refused is None:
+        import_plugin(plugin, tasks)
+        repo = tasks / "relnotes.patch-to-notes" / "repo"
+        assert (repo / "notes.txt").read_text() == "v1\n" and not (repo / ".git").exists()
+        return
+    with pytest.raises(
+        InputError, match="case.yaml: field 'context.scaffold_script': .*" + refused
+    ):
+        import_plugin(plugin, tasks)

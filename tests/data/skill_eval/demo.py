@@ -94,9 +94,11 @@ def build(tasks: Path, judge_url: str) -> None:
         shutil.rmtree(tasks)
     import_plugin(PLUGIN, tasks)
     (tasks / "replays").mkdir()
-    for arm in ARMS:
-        rows = [prediction(n) for n in all_runs() if n.endswith(f"--{arm}")]
-        (tasks / "replays" / f"{arm}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for arm_name in ARMS:
+        rows = [prediction(n) for n in all_runs() if n.endswith(f"--{arm_name}")]
+        (tasks / "replays" / f"{arm_name}.jsonl").write_text(
+            "".join(json.dumps(r) + "\n" for r in rows)
+        )
     cand = tasks / "candidates" / "c0001-named-csv-only"
     (cand / "files" / "summarize-csv").mkdir(parents=True)
     (cand / "files" / "summarize-csv" / "SKILL.md").write_text(CANDIDATE_SKILL)

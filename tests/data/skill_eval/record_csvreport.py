@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench_assets.skill_eval_import import run_scaffold
+from bench_assets.skill_eval_scaffold import run_scaffold
 from tests.data.skill_eval.record_transcripts import record_session
 from tests.mock_anthropic import Reply, Script, is_main_loop, text, tool_use
 

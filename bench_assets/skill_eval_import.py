@@ -76,7 +76,7 @@ _FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?(.*)\Z", re.S |
 
 def _frontmatter(path: Path) -> tuple[dict[str, Any], str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM must not hide the frontmatter
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: cannot read: {e}") from None
     m = _FRONTMATTER.match(text)
@@ -95,7 +95,7 @@ def _frontmatter(path: Path) -> tuple[dict[str, Any], str]:
 
 def _yaml(path: Path) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise InputError(f"{path}: cannot read YAML: {e}") from None
     if not isinstance(doc, dict):

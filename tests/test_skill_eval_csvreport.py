@@ -165,3 +165,39 @@ def test_the_recorded_costs_are_the_clis_own(tasks: Path) -> None:
     for short in ("sales-total", "expense-total", "nested-quarter", "inventory-count"):
         assert cost[f"{short}--with_candidate"] < cost[f"{short}--with_plugin"]  # one turn fewer
     assert cost["csv-dialect--with_candidate"] < cost["csv-dialect--with_plugin"] / 2
+
+
+def test_bom_crlf_and_dot_slash_paths_read_as_written(tmp_path: Path) -> None:
+    """Files saved by other editors: a UTF-8 BOM and CRLF line ends must not turn a frontmatter
+    into prompt text, and ``./report.md`` names the workspace's report.md."""
+    import shutil
+
+    from bench_assets.skill_eval_import import import_plugin
+
+    plugin = tmp_path / "csvreport"
+    shutil.copytree(PLUGIN, plugin)
+    case = plugin / "quality" / "evals" / "positive" / "inventory-count"
+    pm = case / "prompt.md"
+    pm.write_bytes(b"\xef\xbb\xbf" + pm.read_text().replace("\n", "\r\n").encode())
+    g = case / "graders" / "count-in-report.md"
+    g.write_text(g.read_text().replace("path: report.md", "path: ./report.md"))
+    tasks = tmp_path / "tasks"
+    import_plugin(plugin, tasks)
+    spec = load_benchmark_spec(tasks, "csvreport.inventory-count")
+    assert spec["prompt"].startswith("How many items") and spec["skill_eval"]["runs"] == 1
+    name = "inventory-count--with_candidate"
+    tree = json.loads((T / f"{name}.tree.json").read_text())
+    r = grade_run(
+        grading(tasks, "inventory-count"),
+        (T / f"{name}.jsonl").read_bytes(),
+        tree["created"],
+        tree["files"].get,
+        with_plugin=True,
+    )
+    assert r.score == 1.0
+
+
+def load_benchmark_spec(tasks: Path, task: str) -> dict[str, object]:
+    import yaml
+
+    return yaml.safe_load((tasks / task / "task.yaml").read_text())  # type: ignore[no-any-return]

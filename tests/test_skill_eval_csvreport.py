@@ -11,6 +11,7 @@ scores below are computed by hand from the grader files and what each recorded r
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -197,7 +198,7 @@ def test_bom_crlf_and_dot_slash_paths_read_as_written(tmp_path: Path) -> None:
     assert r.score == 1.0
 
 
-def load_benchmark_spec(tasks: Path, task: str) -> dict[str, object]:
+def load_benchmark_spec(tasks: Path, task: str) -> dict[str, Any]:
     import yaml
 
     return yaml.safe_load((tasks / task / "task.yaml").read_text())  # type: ignore[no-any-return]

@@ -202,3 +202,56 @@ def load_benchmark_spec(tasks: Path, task: str) -> dict[str, Any]:
     import yaml
 
     return yaml.safe_load((tasks / task / "task.yaml").read_text())  # type: ignore[no-any-return]
+
+
+def test_the_demo_suite_decides_promote_from_the_recorded_runs(tasks: Path) -> None:
+    """What ``make demo-skill-eval`` decides, in one gate call (no Dagster): the recorded runs
+    graded by their cases, each cell's metric the CLI's own cost, under the demo's policy. The
+    candidate resolves one task more (csv-dialect: the incumbent's skill fires on it) and is
+    about a quarter cheaper (no exploratory glob), so the single look answers promote."""
+    from datetime import UTC, datetime
+
+    from bench_assets.gate import decide
+    from bench_assets.gate.models import GateInput, RunOutcome
+    from bench_assets.models import PolicyConfig
+
+    now = datetime.now(UTC)
+    outcomes = []
+    for name in all_runs():
+        short, arm = name.split("--")
+        if arm == "without_plugin":
+            continue
+        case = CASE_NAMES.get(short, short)
+        tree = json.loads((T / f"{name}.tree.json").read_text())
+        data = (T / f"{name}.jsonl").read_bytes()
+        r = grade_run(
+            grading(tasks, case),
+            data,
+            tree["created"],
+            tree["files"].get,
+            with_plugin=True,
+            judge=fake_judge,
+        )
+        result = parse_transcript(data).result
+        assert result is not None
+        outcomes.append(
+            RunOutcome(
+                task=f"csvreport.{case}", arm=arm, run=0, resolved=r.resolved, error_kind=None,
+                metric=result["total_cost_usd"], reused=False, generation="g0001",
+                record_id=name, data_version=name, recorded_at=now,
+            )
+        )  # fmt: skip
+    decision = decide(
+        GateInput(
+            policy=PolicyConfig(min_runs=1, max_looks=1),
+            model="claude-sonnet-4-5-20250929",
+            incumbent_arm="with_plugin",
+            candidate_arm="with_candidate",
+            tasks=sorted({o.task for o in outcomes}),
+            outcomes=outcomes,
+            aborted=False,
+            now=now,
+            max_age_days=90,
+        )
+    )
+    assert decision.decision == "promote", decision.reasons

@@ -207,9 +207,16 @@ def test_skill_creator_evals_json_both_spellings(tmp_path: Path) -> None:
     assert (tasks / "csv-tidy.1" / "repo" / "evals" / "files" / "orders.csv").is_file()
     assert (tasks / "skills" / "csv-tidy" / "SKILL.md").is_file()
     assert not (tasks / "skills" / "csv-tidy" / "evals").exists()
-    doc["evals"][0]["category"] = "x"  # type: ignore[index]
+    # Descriptive keys real files add are kept (description, tag); custom scorers are refused.
+    doc["version"] = "2"
+    doc["evals"][0].update(category="dedupe", eval_name="dedupe-orders")  # type: ignore[attr-defined]
     evals.write_text(json.dumps(doc))
-    with pytest.raises(InputError, match=r"evals\.0: field 'category'"):
+    import_skill_creator(evals, tmp_path / "t3")
+    se = yaml.safe_load((tmp_path / "t3" / "csv-tidy.1" / "task.yaml").read_text())["skill_eval"]
+    assert se["tags"] == ["dedupe"] and se["description"] == "dedupe-orders"
+    doc["evals"][0]["scorers"] = [{"type": "regex", "pattern": "x"}]  # type: ignore[index]
+    evals.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"evals\.0: field 'scorers': custom scorers"):
         import_skill_creator(evals, tmp_path / "t2")
 
 

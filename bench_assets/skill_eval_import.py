@@ -119,7 +119,12 @@ def plugin_manifest(plugin: Path) -> dict[str, Any]:
     raise InputError(f"{plugin}: no plugin.json, .claude-plugin/plugin.json or skills/ folder")
 
 
-def _eval_dir(plugin: Path, manifest: dict[str, Any]) -> Path:
+def _eval_dir(plugin: Path, manifest: dict[str, Any], flag: str | None = None) -> Path:
+    """``--eval-dir`` (wins), else ``plugin.json`` ``experimental.evals``, else ``evals``."""
+    if flag is not None:
+        if not flag or flag.startswith("/") or ".." in flag.split("/"):
+            raise InputError(f"--eval-dir {flag!r}: a folder inside the plugin, relative to it")
+        return plugin / flag
     name = (manifest.get("experimental") or {}).get("evals", "evals")
     if not isinstance(name, str) or name.startswith("/") or ".." in name.split("/"):
         raise InputError(f"{plugin}: field 'experimental.evals': {name!r} is not a relative dir")
@@ -372,10 +377,12 @@ def mcp_declarations(plugin: Path, manifest: dict[str, Any], evals: Path) -> lis
     return found
 
 
-def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
+def _plan_plugin(
+    plugin: Path, eval_dir: str | None = None
+) -> tuple[str, list[_Planned], dict[str, bytes]]:
     manifest = plugin_manifest(plugin)
     pname = manifest["name"]
-    evals = _eval_dir(plugin, manifest)
+    evals = _eval_dir(plugin, manifest, eval_dir)
     mcp = mcp_declarations(plugin, manifest, evals)
     if mcp:
         raise InputError(f"{mcp[0]}: {MCP_REFUSAL}" + "".join(f"\n  also {m}" for m in mcp[1:]))
@@ -423,11 +430,12 @@ def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
     return pname, planned, skills
 
 
-def import_plugin(plugin: Path, tasks: Path) -> list[ImportedTask]:
-    """Import every case of a plugin's eval suite (module docstring); nothing written on error."""
-    name, planned, skills = _plan_plugin(plugin)
+def import_plugin(plugin: Path, tasks: Path, eval_dir: str | None = None) -> list[ImportedTask]:
+    """Import every case of a plugin's eval suite (module docstring); nothing written on error.
+    ``eval_dir``: the suite's folder inside the plugin, as ``claude plugin eval --eval-dir``."""
+    name, planned, skills = _plan_plugin(plugin, eval_dir)
     results = _write(tasks, planned)
     made = _write_skills(tasks, skills, "skills (incumbent plugin tree)")
-    whole = _plugin_tree(plugin, _eval_dir(plugin, plugin_manifest(plugin)))
+    whole = _plugin_tree(plugin, _eval_dir(plugin, plugin_manifest(plugin), eval_dir))
     tree = _write_tree(tasks / PLUGINS_DIR / name, whole, f"{PLUGINS_DIR}/{name} (whole plugin)")
     return results + [r for r in (made, tree) if r is not None]

@@ -393,3 +393,15 @@ def test_a_scaffold_git_state_one_base_commit_cannot_hold_is_refused(
         InputError, match="case.yaml: field 'context.scaffold_script': .*" + refused
     ):
         import_plugin(plugin, tasks)
+
+
+def test_eval_dir_flag_wins_over_the_manifest(tmp_path: Path, plugin: Path) -> None:
+    """As `claude plugin eval --eval-dir`: the flag names the suite's folder; outside the plugin
+    is refused naming the flag."""
+    shutil.move(plugin / "evals", plugin / "checks")
+    out = cli("import", "claude-plugin-eval", str(plugin), "--eval-dir", "checks",
+              "--tasks", str(tmp_path / "t"))  # fmt: skip
+    assert "relnotes.patch-to-notes" in out
+    assert not (tmp_path / "t" / "_plugins" / "relnotes" / "checks").exists()  # stays hidden
+    with pytest.raises(InputError, match="--eval-dir '../x': a folder inside the plugin"):
+        import_plugin(plugin, tmp_path / "t2", "../x")

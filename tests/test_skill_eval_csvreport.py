@@ -96,6 +96,8 @@ def test_the_suite_imports_and_validates_with_every_layout_choice(tasks: Path) -
     assert sales.env == {"EVAL_CURRENCY": "EUR"}
     assert sales.append_system_prompt == "Answer in British English."
     assert bench.task("csvreport.sales-total").spec.timeouts.session_s == 180
+    quiet = bench.task("csvreport.unit-convert").spec.skill_eval
+    assert quiet is not None and quiet.model == "claude-sonnet-4-5-20250929"  # bench.yaml's pin
     # case.yaml's graders first, then graders/*.md in name order.
     assert [g.name for g in grading(tasks, "q3-total").graders] == [
         "total-in-report", "no-edit-of-data", "report-created", "routed",

@@ -23,8 +23,11 @@ The plugin's ``skills/<name>/`` become the incumbent skills (``<tasks>/skills/<n
 module's task rendering and idempotent writing.
 
 Nothing is dropped silently: a field this importer cannot honour (``history_file``, ``add_dirs``,
-MCP ``mocks/``, a ``mock_calls`` target, an unknown key) is refused, and the error names the file
-and the field. Importing is idempotent and a changed case prints its diff (as ``import
+an unknown key, a ``schema_version`` other than 1.1, a scaffold's git state one base commit cannot
+hold) is refused, and the error names the file and the field. MCP (:func:`mcp_declarations`): the
+first-party tool reaches a plugin's MCP tools only through mocks and wfbench runs none, so MCP
+servers in the plugin, ``mocks/`` folders and ``mock_calls`` targets are refused too.
+Importing is idempotent and a changed case prints its diff (as ``import
 swebench``: :func:`bench_assets.swebench._diff`).
 """
 

@@ -36,8 +36,8 @@ demo: bootstrap
 	$(VENV)/bin/wfbench explain
 	$(VENV)/bin/wfbench ledger verify
 
-# The skill-eval demo (issue 26): a plugin's `claude plugin eval` suite imported and replayed
-# offline from real-CLI transcripts in two generations, with its own Dagster instance.
+# The skill-eval demo (issue 26): a plugin's `claude plugin eval` suite imported, replayed offline
+# from real-CLI transcripts and decided by the gate, with its own Dagster instance.
 demo-skill-eval: bootstrap
 	$(PY) -m tests.data.skill_eval.demo skill-eval-demo/tasks
 

@@ -54,7 +54,16 @@ class FileTarget(_Strict):
     def _relative(cls, v: str) -> str:
         if v.startswith("/") or ".." in v.split("/"):
             raise ValueError(f"file target {v!r} must be a path inside the workspace")
-        return v
+        return _no_dot_slash(v)
+
+
+def _no_dot_slash(v: str) -> str:
+    """``./report.md`` is the workspace's ``report.md`` (created paths never start with ``./``)."""
+    while v.startswith("./"):
+        v = v[2:]
+    if not v:
+        raise ValueError("a path naming the workspace itself")
+    return v
 
 
 Target = Literal["last_message", "trace", "files"] | FileTarget
@@ -166,6 +175,11 @@ class FileExistsGrader(_GraderBase):
     type: Literal["file_exists"] = "file_exists"
     path: str = Field(min_length=1)
     exists: bool = True
+
+    @field_validator("path")
+    @classmethod
+    def _glob(cls, v: str) -> str:
+        return _no_dot_slash(v)
 
 
 class LlmGrader(_GraderBase):

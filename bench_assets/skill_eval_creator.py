@@ -55,11 +55,39 @@ def _assertion_graders(items: list[Any], where: str) -> list[dict[str, Any]]:
     return out
 
 
-SC_TOP = frozenset({"skill_name", "evals"})
+SC_TOP = frozenset({"skill_name", "evals", "version", "description"})
+"""``version`` and ``description`` are descriptive keys real files add (reference §2.2)."""
 SC_CASE = frozenset(
     {"id", "prompt", "expected_output", "files", "assertions", "expectations", "name",
-     "eval_name", "description"}
+     "eval_name", "description", "narration", "category"}
 )  # fmt: skip
+"""Beyond the schema: ``name``, ``eval_name``, ``description``, ``narration`` (human text, kept
+as the task's description) and ``category`` (kept as its tag), as real files carry them."""
+SC_REFUSED = {
+    "scorers": "custom scorers are no part of the skill-creator format: write each as an "
+    "assertion (a string for the judge, or {type: contains|not_contains, value})",
+}
+
+
+def _human_fields(item: dict[str, Any], where: str) -> dict[str, Any]:
+    """A case's descriptive keys as task settings (``description``, ``tags``)."""
+    out: dict[str, Any] = {}
+    texts = []
+    for key in ("eval_name", "name", "description", "narration"):
+        v = item.get(key)
+        if v is None:
+            continue
+        if not isinstance(v, str):
+            raise InputError(f"{where}: field '{key}': must be text")
+        texts.append(v.strip())
+    if texts:
+        out["description"] = " — ".join(t for t in texts if t)
+    cat = item.get("category")
+    if cat is not None:
+        if not isinstance(cat, str) or not cat.strip():
+            raise InputError(f"{where}: field 'category': must be text")
+        out["tags"] = [cat.strip()]
+    return out
 
 
 def _plan_skill_creator(evals_json: Path) -> tuple[str, list[_Planned], Path]:
@@ -84,6 +112,8 @@ def _plan_skill_creator(evals_json: Path) -> tuple[str, list[_Planned], Path]:
         if not isinstance(item, dict):
             raise InputError(f"{where}: must be an object")
         for k in item:
+            if k in SC_REFUSED:
+                raise InputError(f"{where}: field '{k}': {SC_REFUSED[k]}")
             if k not in SC_CASE:
                 raise InputError(f"{where}: field '{k}': not a field of this format")
         cid = item.get("id")
@@ -122,6 +152,7 @@ def _plan_skill_creator(evals_json: Path) -> tuple[str, list[_Planned], Path]:
         settings: dict[str, Any] = {"source": "skill-creator", "case": str(cid)}
         if isinstance(expected, str):
             settings["expected_outcome"] = expected
+        settings.update(_human_fields(item, where))
         files = _task_files(tid, prompt, settings, grading, tree, None, "skill-creator")
         planned.append(_Planned(tid, files))
     return skill, planned, root

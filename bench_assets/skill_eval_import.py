@@ -23,14 +23,16 @@ The plugin's ``skills/<name>/`` become the incumbent skills (``<tasks>/skills/<n
 module's task rendering and idempotent writing.
 
 Nothing is dropped silently: a field this importer cannot honour (``history_file``, ``add_dirs``,
-MCP ``mocks/``, a ``mock_calls`` target, an unknown key) is refused, and the error names the file
-and the field. Importing is idempotent and a changed case prints its diff (as ``import
+an unknown key, a ``schema_version`` other than 1.1, a scaffold's git state one base commit cannot
+hold) is refused, and the error names the file and the field. MCP (:func:`mcp_declarations`): the
+first-party tool reaches a plugin's MCP tools only through mocks and wfbench runs none, so MCP
+servers in the plugin, ``mocks/`` folders and ``mock_calls`` targets are refused too.
+Importing is idempotent and a changed case prints its diff (as ``import
 swebench``: :func:`bench_assets.swebench._diff`).
 """
 
 import json
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ import yaml
 
 from bench_assets.errors import InputError
 from bench_assets.models import check_model_id
+from bench_assets.skill_eval_scaffold import run_scaffold
 from bench_assets.skill_eval_tasks import (
     LABELS_FILE,
     PLUGINS_DIR,
@@ -52,8 +55,6 @@ from bench_assets.skill_eval_tasks import (
     env_key_problem,
 )
 from bench_assets.swebench import ImportedTask
-
-SCAFFOLD_TIMEOUT_S = 300
 
 PROMPT_KEYS = frozenset(
     {
@@ -78,11 +79,13 @@ _FRONTMATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*\r?\n?(.*)\Z", re.S |
 
 def _frontmatter(path: Path) -> tuple[dict[str, Any], str]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM must not hide the frontmatter
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"{path}: cannot read: {e}") from None
     m = _FRONTMATTER.match(text)
     if m is None:
+        if re.match(r"\A---[ \t]*\r?\n", text):
+            raise InputError(f"{path}: frontmatter: opened with --- but never closed by ---")
         return {}, text
     try:
         meta = yaml.safe_load(m.group(1)) or {}
@@ -95,7 +98,7 @@ def _frontmatter(path: Path) -> tuple[dict[str, Any], str]:
 
 def _yaml(path: Path) -> dict[str, Any]:
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise InputError(f"{path}: cannot read YAML: {e}") from None
     if not isinstance(doc, dict):
@@ -119,7 +122,12 @@ def plugin_manifest(plugin: Path) -> dict[str, Any]:
     raise InputError(f"{plugin}: no plugin.json, .claude-plugin/plugin.json or skills/ folder")
 
 
-def _eval_dir(plugin: Path, manifest: dict[str, Any]) -> Path:
+def _eval_dir(plugin: Path, manifest: dict[str, Any], flag: str | None = None) -> Path:
+    """``--eval-dir`` (wins), else ``plugin.json`` ``experimental.evals``, else ``evals``."""
+    if flag is not None:
+        if not flag or flag.startswith("/") or ".." in flag.split("/"):
+            raise InputError(f"--eval-dir {flag!r}: a folder inside the plugin, relative to it")
+        return plugin / flag
     name = (manifest.get("experimental") or {}).get("evals", "evals")
     if not isinstance(name, str) or name.startswith("/") or ".." in name.split("/"):
         raise InputError(f"{plugin}: field 'experimental.evals': {name!r} is not a relative dir")
@@ -204,7 +212,33 @@ def _labels(case_dir: Path) -> list[Any]:
     return doc
 
 
+MAX_TIMEOUT_S = 3600
+"""``timeout_seconds`` is at most 3600 in ``claude plugin eval`` (reference §1.3)."""
+CASE_SCHEMA = "1.1"
+
+
+def _check_case_fields(case: dict[str, Any], where: Path) -> None:
+    """The shared fields' types and limits as the reference gives them (§1.3)."""
+    version = case.get("schema_version", CASE_SCHEMA)
+    if str(version) != CASE_SCHEMA:
+        raise InputError(
+            f"{where}: field 'schema_version': {version!r} is not the case format wfbench reads "
+            f"({CASE_SCHEMA!r})"
+        )
+    for key in ("name", "description", "expected_outcome"):
+        if key in case and not isinstance(case[key], str):
+            raise InputError(f"{where}: field '{key}': must be text")
+    tags = case.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) and t for t in tags):
+        raise InputError(f"{where}: field 'tags': a list of strings, e.g. [smoke]")
+    for key, top in (("runs", 50), ("max_turns", 200), ("timeout_seconds", MAX_TIMEOUT_S)):
+        v = case.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= top):
+            raise InputError(f"{where}: field '{key}': a whole number from 1 to {top}, not {v!r}")
+
+
 def _run_settings(case: dict[str, Any], where: Path) -> dict[str, Any]:
+    _check_case_fields(case, where)
     env = case.get("env") or {}
     if not isinstance(env, dict):
         raise InputError(f"{where}: field 'env': must be a mapping")
@@ -275,7 +309,10 @@ def load_case(
     if not prompt or not str(prompt).strip():
         raise InputError(f"{where}: field 'prompt': the case has no prompt")
     if (case_dir / "mocks").is_dir():
-        raise InputError(f"{case_dir}/mocks: MCP mocks are not supported by wfbench")
+        raise InputError(
+            f"{case_dir / 'mocks'}: case {case_dir.name!r}, field 'mocks': per-case MCP mocks "
+            "are not run by wfbench (a case's MCP tools exist only through them)"
+        )
     gdir = case_dir / "graders"
     if gdir.is_dir():
         graders += [(_grader_from_md(p), p) for p in sorted(gdir.glob("*.md"))]
@@ -286,35 +323,6 @@ def load_case(
         if not isinstance(p, str) or (case_dir / p).resolve() != plugin.resolve():
             raise InputError(f"{where}: field 'plugins': {p!r} is not the imported plugin")
     return case, str(prompt), graders, scaffold
-
-
-def run_scaffold(script: Path, where: str) -> dict[str, bytes]:
-    """Run a scaffold script in the sandbox in an empty workspace; the files it left."""
-    from bench_assets.sandbox import Isolation, Mount, SandboxSpec, run, sandbox_env
-
-    with tempfile.TemporaryDirectory(prefix="wfbench-scaffold-") as tmp:
-        ws = Path(tmp) / "ws"
-        ws.mkdir()
-        res = run(
-            ["bash", "/wfbench-scaffold/script.sh"],
-            isolation=Isolation.SANDBOX,
-            env=sandbox_env({}),
-            timeout_s=SCAFFOLD_TIMEOUT_S,
-            sandbox=SandboxSpec(
-                workspace=ws, network=False, mounts=(Mount(script, "/wfbench-scaffold/script.sh"),)
-            ),
-        )
-        if not res.ok:
-            raise InputError(f"{where}: field 'context.scaffold_script': failed: {res.tail(600)}")
-        out: dict[str, bytes] = {}
-        for p in sorted(ws.rglob("*")):
-            rel = p.relative_to(ws)
-            if rel.parts[0] == ".git" or p.is_dir():
-                continue
-            if p.is_symlink() or not p.is_file():
-                raise InputError(f"{where}: scaffold left {rel}, which is not a regular file")
-            out[rel.as_posix()] = p.read_bytes()
-        return out
 
 
 def _plugin_tree(plugin: Path, evals: Path) -> dict[str, bytes]:
@@ -329,10 +337,58 @@ def _plugin_tree(plugin: Path, evals: Path) -> dict[str, bytes]:
     return out
 
 
-def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
+MCP_REFUSAL = (
+    "claude plugin eval starts no real MCP server: a case reaches the plugin's MCP tools only "
+    "through mocks (evals/mocks, <case>/mocks), which wfbench does not run, so the runs would "
+    "not be the ones the suite measured; remove the MCP servers from the imported copy of the "
+    "plugin, or leave this suite to claude plugin eval"
+)
+
+
+def mcp_declarations(plugin: Path, manifest: dict[str, Any], evals: Path) -> list[str]:
+    """Where the plugin or its suite declares MCP servers or mocks (``file: field 'x'`` each).
+
+    ``claude plugin eval`` never starts a plugin's real MCP servers by default; their tools exist
+    only through mocks (reference §1.7). wfbench runs no mocks, and an arm given the plugin
+    folder would start the real servers: either way the runs differ from the suite's, so
+    every declaration is refused, never ignored."""
+    found = []
+    manifest_path = next(
+        (
+            p
+            for p in (plugin / ".claude-plugin" / "plugin.json", plugin / "plugin.json")
+            if p.is_file()
+        ),
+        None,
+    )
+    if manifest_path is not None and manifest.get("mcpServers"):
+        servers = manifest["mcpServers"]
+        names = sorted(servers) if isinstance(servers, dict) else [str(servers)]
+        found.append(f"{manifest_path}: field 'mcpServers' ({', '.join(names)})")
+    mcp_json = plugin / ".mcp.json"
+    if mcp_json.is_file():
+        try:
+            doc = json.loads(mcp_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            doc = None
+        servers = doc.get("mcpServers", doc) if isinstance(doc, dict) else None
+        names = sorted(servers) if isinstance(servers, dict) else ["?"]
+        found.append(f"{mcp_json}: field 'mcpServers' ({', '.join(names)})")
+    if (evals / "mocks").is_dir():
+        servers = sorted(p.name for p in (evals / "mocks").iterdir() if p.is_dir())
+        found.append(f"{evals / 'mocks'}: suite-wide MCP mocks ({', '.join(servers) or 'empty'})")
+    return found
+
+
+def _plan_plugin(
+    plugin: Path, eval_dir: str | None = None
+) -> tuple[str, list[_Planned], dict[str, bytes]]:
     manifest = plugin_manifest(plugin)
     pname = manifest["name"]
-    evals = _eval_dir(plugin, manifest)
+    evals = _eval_dir(plugin, manifest, eval_dir)
+    mcp = mcp_declarations(plugin, manifest, evals)
+    if mcp:
+        raise InputError(f"{mcp[0]}: {MCP_REFUSAL}" + "".join(f"\n  also {m}" for m in mcp[1:]))
     cases = find_cases(evals)
     if not cases:
         raise InputError(f"{evals}: no case (a folder with prompt.md or case.yaml)")
@@ -358,12 +414,15 @@ def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
         tree: dict[str, bytes] = {}
         if scaffold is not None:
             script = case_dir / str(scaffold)
+            cy = case_dir / "case.yaml"  # context.* lives only there
             if ".." in str(scaffold).split("/") or not script.is_file():
-                raise InputError(f"{where}: field 'context.scaffold_script': no file {scaffold}")
-            tree = run_scaffold(script, str(where))
+                raise InputError(f"{cy}: field 'context.scaffold_script': no file {scaffold}")
+            tree = run_scaffold(script, str(cy))
         settings = _run_settings(case, where)
         timeout = case.get("timeout_seconds", 300)
-        files = _task_files(tid, prompt, settings, grading, tree, timeout, "claude-plugin-eval")
+        files = _task_files(
+            tid, prompt, settings, grading, tree, timeout, "claude-plugin-eval", where
+        )
         planned.append(_Planned(tid, files))
     skills: dict[str, bytes] = {}
     sdir = plugin / "skills"
@@ -374,11 +433,12 @@ def _plan_plugin(plugin: Path) -> tuple[str, list[_Planned], dict[str, bytes]]:
     return pname, planned, skills
 
 
-def import_plugin(plugin: Path, tasks: Path) -> list[ImportedTask]:
-    """Import every case of a plugin's eval suite (module docstring); nothing written on error."""
-    name, planned, skills = _plan_plugin(plugin)
+def import_plugin(plugin: Path, tasks: Path, eval_dir: str | None = None) -> list[ImportedTask]:
+    """Import every case of a plugin's eval suite (module docstring); nothing written on error.
+    ``eval_dir``: the suite's folder inside the plugin, as ``claude plugin eval --eval-dir``."""
+    name, planned, skills = _plan_plugin(plugin, eval_dir)
     results = _write(tasks, planned)
     made = _write_skills(tasks, skills, "skills (incumbent plugin tree)")
-    whole = _plugin_tree(plugin, _eval_dir(plugin, plugin_manifest(plugin)))
+    whole = _plugin_tree(plugin, _eval_dir(plugin, plugin_manifest(plugin), eval_dir))
     tree = _write_tree(tasks / PLUGINS_DIR / name, whole, f"{PLUGINS_DIR}/{name} (whole plugin)")
     return results + [r for r in (made, tree) if r is not None]

@@ -147,12 +147,24 @@ def _grading(
         loc = [str(p) for p in err["loc"]]
         if loc[:1] == ["labels"] or (loc[:1] == [] and "label" in err["msg"]):
             where = where.parent / LABELS_FILE if where.name != LABELS_FILE else where
+        msg = err["msg"]
         if loc[:1] == ["graders"] and len(loc) > 1 and loc[1].isdigit():
             i = int(loc[1])
             if sources is not None:
                 where = sources[i]
             loc = [f"graders.{doc['graders'][i].get('name')}", *loc[3:]]  # drop the type tag
-        raise InputError(f"{where}: field '{'.'.join(loc)}': {err['msg']}") from None
+            # A target/focus is a name or {source: file, path}: pydantic names the union branch.
+            branch = [p for p in loc if p.startswith(("literal[", "FileTarget"))]
+            if branch:
+                loc = [p for p in loc if p not in branch]
+                msg = f"{msg}; a target is last_message, trace, files or {{source: file, path: P}}"
+        elif not loc:
+            loc = ["graders"] if "grader" in msg else loc
+        raise InputError(f"{where}: field '{'.'.join(loc)}': {msg}") from None
+
+
+CASE_FIELD = {"timeouts.session_s": "timeout_seconds", "prompt": "prompt"}
+"""A task.yaml field's name in the case file, for errors."""
 
 
 def _task_files(
@@ -163,7 +175,10 @@ def _task_files(
     tree: dict[str, bytes],
     timeout_s: int | None,
     tool: str,
+    where: Path | None = None,
 ) -> dict[str, bytes]:
+    """The task's files; an invalid setting is named by the case file (``where``) and the case's
+    own field name when the case is known."""
     doc: dict[str, Any] = {
         "id": task_id,
         "class": TASK_CLASS,
@@ -180,7 +195,8 @@ def _task_files(
     except ValidationError as e:
         err = e.errors()[0]
         fld = ".".join(str(p) for p in err["loc"])
-        raise InputError(f"{task_id}: field '{fld}': {err['msg']}") from None
+        fld = CASE_FIELD.get(fld, fld.removeprefix("skill_eval."))
+        raise InputError(f"{where or task_id}: field '{fld}': {err['msg']}") from None
     header = f"# Imported by `wfbench import {tool}`; re-import to update.\n"
     body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
     grading_json = json.dumps(grading.model_dump(mode="json", exclude_none=True), indent=2)

@@ -11,8 +11,12 @@ choice made here is stated:
 
 - **views**: ``last_message`` is the ``result`` event's ``result`` text when the session ended
   with one, else the text of the last assistant message (UNCONFIRMED upstream); ``trace`` is the
-  recorded ``assistant``/``user`` lines exactly as printed, one per line (JSON-escaped, so match
-  ``\\"`` not ``"``); ``files`` the created paths, sorted, one per line;
+  recorded ``assistant``/``user`` lines and the terminal ``result`` event exactly as printed, one
+  per line (JSON-escaped, so match ``\\"`` not ``"``). Which event kinds the first-party trace
+  holds is UNCONFIRMED in the docs; published suites match the final reply in it as
+  ``"result":"…"`` (a ``target: trace`` grader of ``xsyetopz/dotclaude``), so the ``result``
+  event is kept; ``system`` events (init lists every tool and skill) and ``rate_limit_event``
+  are not; ``files`` the created paths, sorted, one per line;
 - **tool calls** are the ``tool_use`` blocks of ``assistant`` events, deduplicated by id, in
   stream order, sub-agent calls included (UNCONFIRMED upstream); ``input_match`` is searched in
   the input encoded as ``JSON.stringify`` does (no spaces, key order as sent);
@@ -107,7 +111,7 @@ class Transcript:
     """The views of one stream-json transcript that graders read."""
 
     lines: tuple[str, ...]
-    """Recorded ``assistant``/``user`` lines, verbatim."""
+    """Recorded ``assistant``/``user`` lines and ``result`` events, verbatim, in stream order."""
     calls: tuple[tuple[str, dict[str, Any]], ...]
     """(tool name, input) of every ``tool_use`` in stream order."""
     last_message: str
@@ -143,6 +147,9 @@ def parse_transcript(data: bytes) -> Transcript:
             session_id = sid
         if kind == "result" and result is None:
             result = event
+        if kind == "result":
+            lines.append(text)  # the trace shows the final reply's event too (module docstring)
+            continue
         if kind not in ("assistant", "user"):
             continue
         lines.append(text)

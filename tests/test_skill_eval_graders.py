@@ -83,12 +83,12 @@ UNRELATED = grading(
             "match": "not_contains",
         },
         {
-            "name": "one-teapot-in-trace",
+            "name": "two-teapots-in-trace",
             "type": "regex",
             "target": "trace",
             "pattern": "teapot",
             "flags": "i",
-            "match": "count:1",
+            "match": "count:2",
         },
         {"name": "nothing-written", "type": "file_exists", "path": "*", "exists": False},
     ],
@@ -182,11 +182,12 @@ def test_negative_control_regex_targets_and_arm_both() -> None:
     assert outcomes(fired)["skill-stays-quiet"] == (False, True)
     assert fired.score == 0.8 and not fired.resolved
     counts = {o.name: o.explanation for o in fired.graders}
-    assert counts["one-teapot-in-trace"] == "1 match(es) of teapot in trace (expected 1)"
-    # count:N is exact: two required, one found.
+    # The reply is in the assistant event and again in the result event: both are the trace.
+    assert counts["two-teapots-in-trace"] == "2 match(es) of teapot in trace (expected 2)"
+    # count:N is exact: three required, two found.
     two = grading(
         graders=[{"name": "n", "type": "regex", "target": "trace", "pattern": "teapot",
-                  "flags": "i", "match": "count:2"}]
+                  "flags": "i", "match": "count:3"}]
     )  # fmt: skip
     assert run(two, "teapot-skill").score == 0.0
 
@@ -238,7 +239,8 @@ def test_views_of_the_recorded_stream() -> None:
     t = parse_transcript((T / "patch-with.jsonl").read_bytes())
     assert [name for name, _ in t.calls] == ["Skill", "Read", "Read", "Write"]
     assert t.last_message.startswith("Added the 4.2.0 section")
-    assert all(json.loads(line)["type"] in ("assistant", "user") for line in t.lines)
+    kinds = [json.loads(line)["type"] for line in t.lines]
+    assert set(kinds[:-1]) == {"assistant", "user"} and kinds[-1] == "result"
     assert session_problem(t) is None
     assert js_json({"skill": "a b", "n": 1}) == '{"skill":"a b","n":1}'
     truncated = b"\n".join((T / "patch-with.jsonl").read_bytes().splitlines()[:5])

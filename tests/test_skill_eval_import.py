@@ -4,6 +4,7 @@ predictions carrying the run's stream-json transcript (recorded from the real CL
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -109,6 +110,14 @@ def test_reimport_is_idempotent_and_a_changed_case_prints_its_diff(
          "routed.md: field 'graders.routed.target'"),
         (("controls/unrelated-question/case.yaml", 'pattern: "teapot"', 'pattern: "(?i)teapot"'),
          "Python-only regex"),
+        (("controls/unrelated-question/case.yaml", "version: \"1.1\"", "version: \"2.0\""),
+         "case.yaml: field 'schema_version': '2.0' is not the case format"),
+        (("patch-to-notes/prompt.md", "tags: [smoke, notes]", "tags: smoke"),
+         "prompt.md: field 'tags': a list of strings"),
+        (("patch-to-notes/prompt.md", "timeout_seconds: 240", "timeout_seconds: 7200"),
+         "prompt.md: field 'timeout_seconds': a whole number from 1 to 3600"),
+        (("judged/names-version/prompt.md", "[Skill]\n---", "[Skill]"),
+         "prompt.md: frontmatter: opened with --- but never closed"),
     ],
 )  # fmt: skip
 def test_unsupported_fields_are_refused_naming_file_and_field(
@@ -124,11 +133,33 @@ def test_unsupported_fields_are_refused_naming_file_and_field(
     assert not tasks.exists() or not any(tasks.iterdir())  # nothing written
 
 
-def test_mocks_and_a_case_without_graders_are_refused(tmp_path: Path, plugin: Path) -> None:
-    (plugin / "evals" / "patch-to-notes" / "mocks").mkdir()
-    with pytest.raises(InputError, match="mocks: MCP mocks are not supported"):
+@pytest.mark.parametrize(
+    ("declare", "message"),
+    [
+        (lambda p: (p / "evals" / "patch-to-notes" / "mocks" / "tracker").mkdir(parents=True),
+         r"patch-to-notes/mocks: case 'patch-to-notes', field 'mocks'"),
+        (lambda p: (p / "evals" / "mocks" / "tracker").mkdir(parents=True),
+         r"evals/mocks: suite-wide MCP mocks \(tracker\)"),
+        (lambda p: (p / ".mcp.json").write_text('{"mcpServers": {"tracker": {"command": "x"}}}'),
+         r"\.mcp\.json: field 'mcpServers' \(tracker\)"),
+        (lambda p: (p / ".claude-plugin" / "plugin.json").write_text(
+            '{"name": "relnotes", "mcpServers": {"db": {"command": "x"}}}'),
+         r"plugin\.json: field 'mcpServers' \(db\)"),
+    ],
+)  # fmt: skip
+def test_mcp_servers_and_mocks_are_refused_naming_where(
+    tmp_path: Path, plugin: Path, declare: Any, message: str
+) -> None:
+    """claude plugin eval reaches MCP tools only through mocks; wfbench runs none, so a suite or
+    plugin declaring MCP servers or mocks is refused, never imported without them."""
+    declare(plugin)
+    with pytest.raises(InputError, match=message) as e:
         import_plugin(plugin, tmp_path / "t")
-    shutil.rmtree(plugin / "evals" / "patch-to-notes" / "mocks")
+    assert "does not run" in str(e.value) or "not run by wfbench" in str(e.value)
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_case_without_graders_is_refused(tmp_path: Path, plugin: Path) -> None:
     shutil.rmtree(plugin / "evals" / "patch-to-notes" / "graders")
     with pytest.raises(InputError, match="field 'graders': a case needs at least one grader"):
         import_plugin(plugin, tmp_path / "t")
@@ -176,9 +207,16 @@ def test_skill_creator_evals_json_both_spellings(tmp_path: Path) -> None:
     assert (tasks / "csv-tidy.1" / "repo" / "evals" / "files" / "orders.csv").is_file()
     assert (tasks / "skills" / "csv-tidy" / "SKILL.md").is_file()
     assert not (tasks / "skills" / "csv-tidy" / "evals").exists()
-    doc["evals"][0]["category"] = "x"  # type: ignore[index]
+    # Descriptive keys real files add are kept (description, tag); custom scorers are refused.
+    doc["version"] = "2"
+    doc["evals"][0].update(category="dedupe", eval_name="dedupe-orders")  # type: ignore[attr-defined]
     evals.write_text(json.dumps(doc))
-    with pytest.raises(InputError, match=r"evals\.0: field 'category'"):
+    import_skill_creator(evals, tmp_path / "t3")
+    se = yaml.safe_load((tmp_path / "t3" / "csv-tidy.1" / "task.yaml").read_text())["skill_eval"]
+    assert se["tags"] == ["dedupe"] and se["description"] == "dedupe-orders"
+    doc["evals"][0]["scorers"] = [{"type": "regex", "pattern": "x"}]  # type: ignore[index]
+    evals.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"evals\.0: field 'scorers': custom scorers"):
         import_skill_creator(evals, tmp_path / "t2")
 
 
@@ -324,3 +362,46 @@ def test_a_case_max_turns_caps_the_claude_code_session(tmp_path: Path) -> None:
         return argv[argv.index("--max-turns") + 1]
 
     assert (turns(14), turns(None)) == ("14", "30")
+
+
+GIT_SEED = "git init -q .\ngit config user.email e@x\ngit config user.name e\n"
+
+
+@pytest.mark.parametrize(
+    ("script", "refused"),
+    [
+        (GIT_SEED + "echo v1 > notes.txt\ngit add -A\ngit commit -qm seed\n", None),
+        (GIT_SEED + "echo v1 > notes.txt\ngit add -A\ngit commit -qm seed\necho v2 >> notes.txt\n",
+         r"1 commit\(s\) and uncommitted changes \(M notes.txt\)"),
+        (GIT_SEED + "echo 1 > a\ngit add a\ngit commit -qm one\necho 2 > b\ngit add b\n"
+         "git commit -qm two\n", r"2 commit\(s\)"),
+    ],
+)  # fmt: skip
+def test_a_scaffold_git_state_one_base_commit_cannot_hold_is_refused(
+    tmp_path: Path, plugin: Path, script: str, refused: str | None
+) -> None:
+    """A scaffold's uncommitted edit or history is part of the case (`git reset --hard` cases);
+    wfbench starts from one base commit of the files, so only one clean commit is accepted."""
+    (plugin / "evals" / "patch-to-notes" / "seed.sh").write_text("set -eu\n" + script)
+    tasks = tmp_path / "t"
+    if refused is None:
+        import_plugin(plugin, tasks)
+        repo = tasks / "relnotes.patch-to-notes" / "repo"
+        assert (repo / "notes.txt").read_text() == "v1\n" and not (repo / ".git").exists()
+        return
+    with pytest.raises(
+        InputError, match="case.yaml: field 'context.scaffold_script': .*" + refused
+    ):
+        import_plugin(plugin, tasks)
+
+
+def test_eval_dir_flag_wins_over_the_manifest(tmp_path: Path, plugin: Path) -> None:
+    """As `claude plugin eval --eval-dir`: the flag names the suite's folder; outside the plugin
+    is refused naming the flag."""
+    shutil.move(plugin / "evals", plugin / "checks")
+    out = cli("import", "claude-plugin-eval", str(plugin), "--eval-dir", "checks",
+              "--tasks", str(tmp_path / "t"))  # fmt: skip
+    assert "relnotes.patch-to-notes" in out
+    assert not (tmp_path / "t" / "_plugins" / "relnotes" / "checks").exists()  # stays hidden
+    with pytest.raises(InputError, match="--eval-dir '../x': a folder inside the plugin"):
+        import_plugin(plugin, tmp_path / "t2", "../x")

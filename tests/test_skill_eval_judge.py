@@ -135,9 +135,9 @@ def test_pure_parts() -> None:
     assert vote_cost({"input_tokens": 1000, "output_tokens": 100}, c) == pytest.approx(0.0015)
     assert vote_cost({"output_tokens": 100}, c) is None
     t = parse_transcript((T / "patch-with.jsonl").read_bytes())
-    assert len(t.lines) == 14  # 8 assistant + 6 user events
+    assert len(t.lines) == 15  # 8 assistant + 6 user events + the result event
     shown = focus_text("trace", t, [], lambda p: None).splitlines()
-    assert len(shown) == 14  # <= 24 lines: all of them
+    assert len(shown) == 15  # <= 24 lines: all of them
     long = parse_transcript(b"".join([(T / "patch-with.jsonl").read_bytes()] * 2))
     assert len(focus_text("trace", long, [], lambda p: None).splitlines()) == 12 + 1 + 12
 

@@ -322,8 +322,17 @@ def _records(tasks_dir: Path, generation: str) -> list["CellRecord"]:
 @import_group.command(name="claude-plugin-eval")
 @click.argument("plugin_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @tasks_option
+@click.option(
+    "--eval-dir",
+    default=None,
+    metavar="DIR",
+    help="The suite's folder inside the plugin, as `claude plugin eval --eval-dir` (default: "
+    "plugin.json's experimental.evals, else evals).",
+)
 @click.option("--quiet", is_flag=True, help="Do not print the diff of changed cases.")
-def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) -> None:
+def import_claude_plugin_eval(
+    plugin_dir: Path, tasks_dir: Path, eval_dir: str | None, quiet: bool
+) -> None:
     """Import a plugin's `claude plugin eval` suite (PLUGIN_DIR/evals/**) as task folders.
 
     Each case (a folder with prompt.md and/or case.yaml) becomes TASKS/<plugin>.<case>/: its
@@ -334,7 +343,10 @@ def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) ->
     incumbent skills (TASKS/skills/, installed by `skills: incumbent` arms); the whole plugin
     (agents, commands, hooks too, without its evals) is copied to TASKS/_plugins/<name>/ for a
     claude-code arm's `plugin_dirs`. A field wfbench cannot honour (history_file, add_dirs,
-    MCP mocks, mock_calls, an unknown key) is refused with the file and field named. The run
+    an unknown key, a scaffold whose git history or uncommitted edit one base commit cannot
+    hold) is refused with the file and field named. MCP: claude plugin eval reaches a plugin's
+    MCP tools only through mocks, which wfbench does not run, so a plugin declaring MCP servers
+    (.mcp.json, plugin.json mcpServers), mocks/ folders and mock_calls graders are refused. The run
     settings are applied to each claude-code session (allowed tools, appended system prompt,
     EVAL_* env, turn cap); a case's model must be bench.yaml's pinned model (validate refuses
     another), and env names of the harness (API URL, keys, HOME, PATH, proxy) are refused.
@@ -346,7 +358,7 @@ def import_claude_plugin_eval(plugin_dir: Path, tasks_dir: Path, quiet: bool) ->
     from bench_assets.skill_eval_tasks import ensure_bench, needs_judge
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
-    results = import_plugin(plugin_dir, tasks_dir)
+    results = import_plugin(plugin_dir, tasks_dir, eval_dir)
     made = ensure_bench(tasks_dir, judge=needs_judge(tasks_dir))
     if made is not None:
         progress(f"wrote {made} (with_plugin / without_plugin arms); edit its arms to taste")

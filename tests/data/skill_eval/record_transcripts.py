@@ -139,31 +139,49 @@ def git_patch(before: dict[str, str], after: dict[str, str]) -> str:
 def record(name: str, cli_version: str = CLAUDE_CODE_VERSION) -> tuple[bytes, dict[str, Any]]:
     """Run one scenario through the real CLI; its transcript and final tree."""
     sc = SCENARIOS[name]
+    skill = (PLUGIN / "skills" / "draft-release-notes" / "SKILL.md").read_bytes()
+    return record_session(
+        sc["prompt"],
+        sc["script"],
+        SEED if sc["seed"] else {},
+        {"draft-release-notes": skill} if sc["skills"] else {},
+        cli_version=cli_version,
+    )
+
+
+def record_session(
+    prompt: str,
+    script: Any,
+    seed: dict[str, str],
+    skills: dict[str, bytes],
+    cli_version: str = CLAUDE_CODE_VERSION,
+    task_id: str = "relnotes",
+) -> tuple[bytes, dict[str, Any]]:
+    """One real ``claude -p`` session against the mock API ``script``, in a worktree holding
+    ``seed`` and ``skills`` (``.claude/skills/<name>/SKILL.md``); its transcript and final tree."""
     with tempfile.TemporaryDirectory(prefix="wfbench-skill-rec-") as tmp:
         root = Path(tmp)
         work, scratch = root / "worktree", root / "scratch"
         work.mkdir()
         scratch.mkdir()
-        if sc["seed"]:
-            for rel, body in SEED.items():
-                (work / rel).parent.mkdir(parents=True, exist_ok=True)
-                (work / rel).write_text(body)
-        if sc["skills"]:
-            dest = work / ".claude" / "skills" / "draft-release-notes"
+        for rel, body in seed.items():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            (work / rel).write_text(body)
+        for skill_name, skill_md in skills.items():
+            dest = work / ".claude" / "skills" / skill_name
             dest.mkdir(parents=True)
-            src = PLUGIN / "skills" / "draft-release-notes" / "SKILL.md"
-            (dest / "SKILL.md").write_bytes(src.read_bytes())
+            (dest / "SKILL.md").write_bytes(skill_md)
         before = {p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()}
-        with MockMessagesAPI(sc["script"]) as api:
+        with MockMessagesAPI(script) as api:
             agent = ClaudeCodeAgent(
                 adapter="claude-code", api_base_url=api.url, env=["ANTHROPIC_API_KEY"]
             )
             adapter = ClaudeCodeAdapter(agent, cli=ClaudeCodeConfig(version=cli_version))
             ctx = SessionContext(
-                task_id="relnotes",
+                task_id=task_id,
                 arm="arm",
                 run=0,
-                prompt=sc["prompt"],
+                prompt=prompt,
                 model=MODEL,
                 effort=None,
                 workdir=work,
@@ -177,9 +195,8 @@ def record(name: str, cli_version: str = CLAUDE_CODE_VERSION) -> tuple[bytes, di
             for p in sorted(work.rglob("*"))
             if p.is_file() and ".claude" not in p.relative_to(work).parts
         }
-        seeded = SEED if sc["seed"] else {}
         tree = {
-            "patch": git_patch(seeded, files),
+            "patch": git_patch(seed, files),
             "created": sorted(set(files) - before),
             "files": files,
             "session_ok": res.ok,

@@ -18,6 +18,7 @@ import dagster as dg
 from bench_assets import binding as binding_mod
 from bench_assets import oracle as oracle_mod
 from bench_assets import overlay as overlay_mod
+from bench_assets.catalog import Benchmark
 from bench_assets.cellkeys import cell_keys, identity_digest, parse_cell_key
 from bench_assets.cells import CellInputs, cell_identity, make_adapter, run_cell
 from bench_assets.defs.inputs import (
@@ -178,9 +179,11 @@ def load_cell_inputs(
     candidate: bool,
     *,
     upstream: Upstream | None = None,
+    benchmark: Benchmark | None = None,
 ) -> CellInputs:
     """A task's cell inputs from the latest materializations of the upstream assets
-    (``upstream``: a bulk reader from :func:`prefetched_upstream`; default one query each)."""
+    (``upstream``: a bulk reader from :func:`prefetched_upstream`, default one query each;
+    ``benchmark``: the suite already loaded, default the task's file read again)."""
     up: Upstream = upstream or (lambda key, part: upstream_metadata(instance, key, part))
     artifacts = bench.artifacts()
     bound = binding_mod.load(Path(str(up(task_bindings.key, task)["record_path"])))
@@ -210,7 +213,9 @@ def load_cell_inputs(
             json.loads((ov_root / "overlay.json").read_text())
         )
         ov_dir = ov_root / "files"
-    env, env_dir = _environment(up, bench, task, bound.resolved_sha)
+    suite = benchmark if benchmark is not None and task in benchmark.tasks else None
+    spec = (suite or bench.load(tasks=[task])).task(task).spec
+    env, env_dir = _environment(up, spec.environment is not None, task, bound.resolved_sha)
     return CellInputs(
         binding=bound,
         oracle=snapshot,
@@ -228,10 +233,10 @@ def load_cell_inputs(
 
 
 def _environment(
-    up: Upstream, bench: BenchResource, task: str, resolved_sha: str
+    up: Upstream, declared: bool, task: str, resolved_sha: str
 ) -> tuple[EnvironmentRecord | None, Path | None]:
     """The task environment from ``task_environments`` (none for a task that declares none)."""
-    if bench.load(tasks=[task]).task(task).spec.environment is None:
+    if not declared:
         return None, None
     md = up(task_environments.key, task)
     if not md.get("digest"):

@@ -57,7 +57,7 @@ def _inputs_now(
 ) -> CellInputs | str:
     """A task's cell inputs as a materialization would load them now, or why there are none."""
     try:
-        got = load_cell_inputs(instance, bench, task, candidate, upstream=up)
+        got = load_cell_inputs(instance, bench, task, candidate, upstream=up, benchmark=b)
     except (WfbenchError, OSError, ValueError) as e:
         return f"the inputs of {task} cannot be read: {e}"
     if got.binding.task_file_digest != binding_mod.task_file_digest(b.task(task)):

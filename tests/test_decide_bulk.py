@@ -139,3 +139,63 @@ def test_manifest_evidence_is_read_per_asset_in_bulk_and_every_cell_verified(
     assert "does not match the data version" in refused["beta"]["cand.r0"]
     # `wfbench decide --generation` refuses the unfinished generation from the same bulk read.
     assert missing_evidence(instance, art, "g0001") == {"beta cand.r0": refused["beta"]["cand.r0"]}
+
+
+def _report_input(instance: dg.DagsterInstance, asset: str, task: str | None, n: int) -> None:
+    mat = dg.AssetMaterialization(
+        asset, partition=task, metadata={"record_path": f"/{asset}/{task}/{n}", "n": n}
+    )
+    instance.report_dagster_event(
+        DagsterEvent(
+            event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+            event_specific_data=StepMaterializationData(mat),
+            job_name="__ASSET_JOB",
+        ),
+        run_id=f"run-{n}",
+    )
+
+
+def test_an_ad_hoc_decisions_inputs_are_read_in_bulk_and_equal_the_one_partition_reads(
+    instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``current_identities`` reads every task's inputs through ``prefetched_upstream``: the
+    same metadata as one lookup per partition, a never-materialized one the same error, and a
+    number of queries that does not grow with the tasks (five per task before: 5,000 lookups
+    for an ad-hoc decision at 1,000 tasks)."""
+    from bench_assets.defs.cells import prefetched_upstream
+    from bench_assets.defs.resources import upstream_metadata
+    from bench_assets.errors import InputError
+
+    assets = ("task_bindings", "oracle_snapshots", "sanitized_graphs", "task_environments")
+    tasks = [f"t{i}" for i in range(12)]
+    n = 0
+    for _ in range(2):  # two materializations each: the reader must take the newest
+        for task in tasks:
+            for asset in assets:
+                _report_input(instance, asset, task, n)
+                n += 1
+    _report_input(instance, "incumbent_skills", None, n)
+    real = instance.fetch_materializations
+    calls: list[object] = []
+
+    def counting(*a, **kw):
+        calls.append(a)
+        return real(*a, **kw)
+
+    def queries(some: list[str]) -> int:
+        monkeypatch.setattr(instance, "fetch_materializations", counting)
+        calls.clear()
+        read = prefetched_upstream(instance, some)
+        got = {(a, t): read(dg.AssetKey(a), t) for t in some for a in assets}
+        skills = read(dg.AssetKey("incumbent_skills"), None)
+        monkeypatch.setattr(instance, "fetch_materializations", real)
+        for (a, t), md in got.items():
+            assert md == upstream_metadata(instance, a, t)
+            assert md["n"] >= 4 * len(tasks)  # the second round's, the newest
+        assert skills == upstream_metadata(instance, "incumbent_skills", None)
+        return len(calls)
+
+    assert queries(tasks[:3]) == queries(tasks)  # bulk: not per task
+    read = prefetched_upstream(instance, ["never"])
+    with pytest.raises(InputError, match=r"task_bindings\[never\] has never been materialized"):
+        read(dg.AssetKey("task_bindings"), "never")

@@ -23,7 +23,7 @@ from bench_assets import manifest as manifest_mod
 from bench_assets.catalog import Benchmark
 from bench_assets.cellkeys import identity_digest, parse_cell_key
 from bench_assets.cells import CellInputs, cell_identity, make_adapter
-from bench_assets.defs.cells import load_cell_inputs
+from bench_assets.defs.cells import Upstream, load_cell_inputs, prefetched_upstream
 from bench_assets.defs.resources import (
     BenchResource,
     partition_materializations_by_partition,
@@ -48,11 +48,16 @@ def _input(
 
 
 def _inputs_now(
-    instance: dg.DagsterInstance, bench: BenchResource, b: Benchmark, task: str, candidate: bool
+    instance: dg.DagsterInstance,
+    up: Upstream,
+    bench: BenchResource,
+    b: Benchmark,
+    task: str,
+    candidate: bool,
 ) -> CellInputs | str:
     """A task's cell inputs as a materialization would load them now, or why there are none."""
     try:
-        got = load_cell_inputs(instance, bench, task, candidate)
+        got = load_cell_inputs(instance, bench, task, candidate, upstream=up, benchmark=b)
     except (WfbenchError, OSError, ValueError) as e:
         return f"the inputs of {task} cannot be read: {e}"
     if got.binding.task_file_digest != binding_mod.task_file_digest(b.task(task)):
@@ -82,11 +87,12 @@ def current_identities(
     ids: dict[tuple[str, str], str] = {}
     why: dict[tuple[str, str], str] = {}
     adapters: dict[str, Any] = {}
+    up = prefetched_upstream(instance, planned)
     for task, cells in planned.items():
         # One load per task: the inputs with the overlay serve comparator cells too (their
         # identity leaves the overlay out); without a candidate cell, or an overlay, without it.
         with_overlay = (
-            _inputs_now(instance, bench, b, task, True)
+            _inputs_now(instance, up, bench, b, task, True)
             if any(asset == "candidate_cells" for asset, _ in cells)
             else None
         )
@@ -99,7 +105,7 @@ def current_identities(
                 continue
             got = with_overlay
             if asset != "candidate_cells" and not isinstance(got, CellInputs):
-                without = without or _inputs_now(instance, bench, b, task, False)
+                without = without or _inputs_now(instance, up, bench, b, task, False)
                 got = without
             assert got is not None
             if isinstance(got, str):

@@ -12,6 +12,7 @@ versions of binding, oracle, graph, skills and overlay. Equal identity means a s
 reused instead of paying for a new session (:mod:`bench_assets.planner` names what changed).
 """
 
+import functools
 import os
 import socket
 import time
@@ -208,6 +209,16 @@ _NEW_ARM_FIELDS = ("kind", "phases")
 _NEW_AGENT_FIELDS = ("mcp_servers", "plugin_dirs")
 
 
+@functools.cache
+def _new_arm_defaults() -> dict[str, Any]:
+    """The defaults of :data:`_NEW_ARM_FIELDS`, computed once: pydantic inspects a default
+    factory's signature on every call, and a plan computes an identity per cell (9,000 at
+    1,000 tasks)."""
+    return {
+        n: ArmSpec.model_fields[n].get_default(call_default_factory=True) for n in _NEW_ARM_FIELDS
+    }
+
+
 def arm_identity(arm: ArmSpec) -> dict[str, Any]:
     """The arm's configuration as identity: every field, phases and tool servers included.
 
@@ -216,8 +227,9 @@ def arm_identity(arm: ArmSpec) -> dict[str, Any]:
     them to the format did not make every stored cell unreusable.
     """
     body = arm.model_dump(mode="json")
+    defaults = _new_arm_defaults()
     for name in _NEW_ARM_FIELDS:
-        if body.get(name) == ArmSpec.model_fields[name].get_default(call_default_factory=True):
+        if body.get(name) == defaults[name]:
             body.pop(name)
     agent = body.get("agent", {})
     for name in _NEW_AGENT_FIELDS:

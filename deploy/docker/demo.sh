@@ -137,3 +137,6 @@ for g in 1 2; do
 done
 "$venv/bin/wfbench" explain
 log "run containers: $(docker ps -aq --filter label=dagster/run_id | wc -l) (one per queued run)"
+log "compare with make demo's decisions (same commit): $venv/bin/python" \
+  "deploy/docker/compare-decisions.py --artifacts dagster_home/artifacts $work/artifacts" \
+  "--tasks tasks $work/tasks"

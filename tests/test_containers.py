@@ -535,3 +535,22 @@ def test_the_decision_comparison_masks_only_what_its_rule_names(tmp_path: Path) 
     assert [d[0] for d in diff] == [".evidence[0].pooled_run_id", ".extra"], diff
     diff = cmp.differences(a.normalize(doc("a", "r1", 0.5)), b.normalize(doc("b", "r1", 0.51)))
     assert diff == [(".evidence[0].cost_usd", 0.5, 0.51)]
+
+
+def test_only_a_named_missing_capability_skips_and_require_turns_it_into_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capability probe names what is missing; WFBENCH_REQUIRE_CONTAINERS=1 fails instead."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert missing_capability(tmp_path) == "starting dockerd needs root"
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dockerd, no docker
+    assert "no dockerd/docker on PATH" in str(missing_capability(tmp_path))
+    monkeypatch.delenv("WFBENCH_REQUIRE_CONTAINERS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="needs root"):
+        skip_for("starting dockerd needs root")
+    monkeypatch.setenv("WFBENCH_REQUIRE_CONTAINERS", "1")
+    with pytest.raises(
+        pytest.fail.Exception, match="WFBENCH_REQUIRE_CONTAINERS=1 but .*needs root"
+    ):
+        skip_for("starting dockerd needs root")

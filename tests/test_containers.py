@@ -21,12 +21,18 @@ once than the ``agent_sessions`` pool allows; the decision equals the one the sa
 process. A negative control runs a cell's containment check in a container of the same image
 with every option but the unmasked ``/proc``: it fails closed, naming the fix.
 
-Skipped, with the reason, where no engine can start (not root, no ``dockerd``, or the engine
-refuses to start). dockerd is stopped by its PID at the end.
+Skipped only for a named missing capability, each probed before the engine starts (not root; no
+``dockerd``/``docker`` on PATH; the kernel refuses the namespaces every container needs, or an
+overlay mount, which is the ``overlay2`` storage; no cgroup file system). Anything else fails: an
+engine that does not start on a machine with all of them, an image build that breaks, the engine
+lock held too long. So on a machine that can run containers a green run means these tests ran;
+``WFBENCH_REQUIRE_CONTAINERS=1`` turns even the capability skips into failures (for a CI that
+must prove containers). dockerd is stopped by its PID at the end.
 """
 
 import contextlib
 import fcntl
+import importlib.util
 import json
 import os
 import shutil
@@ -49,7 +55,7 @@ from bench_assets.driver.transaction import GEN_TAG
 from tests.conftest import REPO_ROOT, write_yaml
 from tests.pg import PgServer, free_port, pg_server  # noqa: F401  (the session fixture)
 from tests.test_deployment import code_server_up
-from tests.test_postgres import generation_bench, normalize
+from tests.test_postgres import generation_bench
 
 # Slow, and under pytest-xdist (make test) on one worker: one engine and one image build per module.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("containers")]
@@ -115,14 +121,56 @@ def _unmount_under(folder: Path) -> None:
         subprocess.run(["umount", point], capture_output=True, check=False)
 
 
+def missing_capability(scratch: Path) -> str | None:
+    """What this machine lacks to run dockerd's containers, probed directly; ``None`` if nothing.
+
+    Each probe is a capability the engine needs and a machine may legitimately lack (an
+    unprivileged container, a sandboxed CI runner): root, the binaries, the namespaces runc
+    creates for every container, an overlay mount (the ``overlay2`` storage driver) and a cgroup
+    file system. A machine that passes them all is expected to run the engine.
+    """
+    if os.geteuid() != 0:
+        return "starting dockerd needs root"
+    if shutil.which("dockerd") is None or shutil.which("docker") is None:
+        return "no dockerd/docker on PATH (Debian: apt-get install docker.io; .ci/run does)"
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return "no unshare (util-linux) to probe namespaces with"
+    ns = subprocess.run([unshare, "--mount", "--uts", "--ipc", "--net", "--pid", "--fork", "true"],
+                        capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    if ns.returncode != 0:
+        return f"the kernel refuses the namespaces a container needs: {ns.stderr.strip()}"
+    for d in ("lower", "upper", "work", "merged"):
+        (scratch / d).mkdir(parents=True, exist_ok=True)
+    opts = f"lowerdir={scratch / 'lower'},upperdir={scratch / 'upper'},workdir={scratch / 'work'}"
+    overlay = subprocess.run(
+        [unshare, "--mount", "mount", "-t", "overlay", "overlay", "-o", opts,
+         str(scratch / "merged")],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    if overlay.returncode != 0:
+        return f"the kernel refuses an overlay mount (overlay2 storage): {overlay.stderr.strip()}"
+    cgroup = Path("/sys/fs/cgroup")
+    if not ((cgroup / "cgroup.controllers").exists() or (cgroup / "memory").is_dir()):
+        return "no cgroup file system at /sys/fs/cgroup"
+    return None
+
+
+def skip_for(reason: str) -> None:
+    """Skip for a missing capability, unless WFBENCH_REQUIRE_CONTAINERS=1 demands the test."""
+    if os.environ.get("WFBENCH_REQUIRE_CONTAINERS") == "1":
+        pytest.fail(f"WFBENCH_REQUIRE_CONTAINERS=1 but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     """dockerd on a private socket, its data root (images) cached under ``CACHE``."""
-    if os.geteuid() != 0:
-        pytest.skip("starting dockerd needs root")
+    reason = missing_capability(tmp_path_factory.mktemp("probe"))
+    if reason is not None:
+        skip_for(reason)
     dockerd, docker = shutil.which("dockerd"), shutil.which("docker")
-    if dockerd is None or docker is None:
-        pytest.skip("no dockerd/docker on PATH (Debian: apt-get install docker.io; .ci/run does)")
+    assert dockerd is not None and docker is not None
     CACHE.mkdir(parents=True, exist_ok=True)
     # One engine per data root: another test worker (xdist) or `make docker-demo` may hold it.
     lock = (CACHE / "engine.lock").open("w")
@@ -134,7 +182,10 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
         except BlockingIOError:
             if time.monotonic() > deadline:
                 lock.close()
-                pytest.skip(f"another engine held {CACHE / 'engine.lock'} for {LOCK_WAIT_S:.0f} s")
+                pytest.fail(
+                    f"another engine held {CACHE / 'engine.lock'} for {LOCK_WAIT_S:.0f} s"
+                    " (make docker-demo, or a second test run, on this data root)"
+                )
             time.sleep(1)
     run = Path(tmp_path_factory.mktemp("dockerd", numbered=True))
     short = Path(f"/tmp/wfbench-dockerd-{os.getpid()}")  # a unix socket path must stay short
@@ -160,8 +211,9 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
         deadline = time.monotonic() + ENGINE_START_S
         while eng("version", "--format", "{{.Server.Version}}", check=False).strip() == "":
             if proc.poll() is not None or time.monotonic() > deadline:
+                # Every capability it needs was probed: a failure here is a failure.
                 tail = log.read_text(errors="replace")[-1500:]
-                pytest.skip(f"dockerd cannot start here (exit {proc.poll()}): {tail}")
+                pytest.fail(f"dockerd did not start (exit {proc.poll()}): {tail}")
             time.sleep(0.3)
         # The data root is kept between runs for its images; containers of an earlier run go.
         stale = eng("ps", "-aq").split()
@@ -252,6 +304,14 @@ def container_facts(engine: Engine) -> dict[str, dict[str, Any]]:
     return out
 
 
+def daemon_heartbeating(read_home: Path) -> bool:
+    """The deployment's run queue daemon has heartbeated within a minute (``read_home`` holds the
+    deployment's storage only: this process need not load the Docker launcher)."""
+    with dg.DagsterInstance.from_config(str(read_home)) as instance:
+        beat = instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
+    return beat is not None and time.time() - beat.timestamp < 60
+
+
 def max_overlap(spans: list[tuple[float, float]]) -> int:
     """The most spans open at one instant (an end at t closes before a start at t)."""
     events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
@@ -272,13 +332,18 @@ def launch_latency(instance: dg.DagsterInstance, run_id: str) -> float:
     return ts[dg.DagsterEventType.RUN_START] - ts[dg.DagsterEventType.RUN_STARTING]
 
 
-def decision_of(path: Path, base: Path) -> dict[str, Any]:
-    doc = load_decision(path).model_dump(mode="json")
-    return dict(normalize(doc, str(base)))
+def compare_decisions() -> Any:
+    """deploy/docker/compare-decisions.py as a module (its name is not importable)."""
+    path = REPO_ROOT / "deploy" / "docker" / "compare-decisions.py"
+    spec = importlib.util.spec_from_file_location("compare_decisions", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def in_process_decision(base: Path) -> dict[str, Any]:
-    """The same bench, one generation, paid in this process (sqlite)."""
+def in_process_decision(base: Path) -> Path:
+    """The same bench, one generation, paid in this process (sqlite); its tasks folder."""
     root = generation_bench(base / "tasks-parent")
     data = yaml.safe_load((root / "bench.yaml").read_text())
     data["limits"] = {"agent_sessions": POOL, "graph_builds": 1}
@@ -291,7 +356,8 @@ def in_process_decision(base: Path) -> dict[str, Any]:
                      in_process=True)  # fmt: skip
         md = latest_decision(instance)
     assert res.decision == "promote", res
-    return decision_of(Path(str(md["decision_path"].value)), base)
+    assert load_decision(Path(str(md["decision_path"].value))).decision.decision == "promote"
+    return root
 
 
 def latest_decision(instance: dg.DagsterInstance) -> Any:
@@ -316,6 +382,9 @@ def test_a_generation_pays_every_cell_in_its_own_container_and_decides_as_in_pro
     (base / "compute-logs").mkdir()
     db = pg_server.create_database("containers")
     write_yaml(home / "dagster.yaml", deployment_yaml(pg_server, db, base, image, root))
+    read = tmp_path / "read-home"  # the same database, without loading the Docker launcher
+    read.mkdir()
+    write_yaml(read / "dagster.yaml", {"storage": pg_server.storage_config(db)})
     port = free_port()
     grpc = {"host": "127.0.0.1", "port": port, "location_name": "bench_assets"}
     write_yaml(base / "workspace.yaml", {"load_from": [{"grpc_server": grpc}]})
@@ -339,6 +408,11 @@ def test_a_generation_pays_every_cell_in_its_own_container_and_decides_as_in_pro
             time.sleep(0.5)
         daemon = ["dagster-daemon", "run", "-w", str(base / "workspace.yaml")]
         start_service(engine, names[1], image, base, env, cwd=base, socket=True, argv=daemon)
+        # evolve starts a daemon of its own when none has heartbeated yet: wait for this one's.
+        deadline = time.monotonic() + SERVER_START_S
+        while not daemon_heartbeating(read):
+            assert time.monotonic() < deadline, engine("logs", names[1], check=False)
+            time.sleep(1)
         evolve_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
         evolve_env.pop("WFBENCH_IN_PROCESS", None)
         paid = subprocess.run(
@@ -361,9 +435,6 @@ def test_a_generation_pays_every_cell_in_its_own_container_and_decides_as_in_pro
     assert (body["paid_cells"], body["reused_cells"]) == (3, 0), body
     assert "starting a dagster-daemon" not in paid.stderr, "the deployment's daemon serves"
 
-    read = tmp_path / "read-home"  # the same database, without loading the Docker launcher
-    read.mkdir()
-    write_yaml(read / "dagster.yaml", {"storage": pg_server.storage_config(db)})
     facts = container_facts(engine)
     with dg.DagsterInstance.from_config(str(read)) as instance:
         runs = instance.get_runs(filters=dg.RunsFilter(tags={GEN_TAG: "g0001"}))
@@ -400,17 +471,20 @@ def test_a_generation_pays_every_cell_in_its_own_container_and_decides_as_in_pro
         assert max_overlap(spans) <= POOL, spans
         latency = sorted(launch_latency(instance, r.run_id) for r in cell_runs)
         decision = latest_decision(instance)
-    through_containers = decision_of(Path(str(decision["decision_path"].value)), base)
+    assert load_decision(Path(str(decision["decision_path"].value))).decision.decision == "promote"
     in_process = in_process_decision(tmp_path / "in-process")
     print(
         f"evolve through containers: {wall:.1f} s (services + generation); per cell run, "
         f"launch → running: {', '.join(f'{x:.1f}' for x in latency)} s; "
         f"cell run spans: {sorted((round(e - s, 1)) for s, e in spans)} s"
     )
-    a, b = through_containers["decision"], in_process["decision"]
-    assert (a["decision"], a["reasons"], a["tasks"]) == (b["decision"], b["reasons"], b["tasks"])
-    assert a["evidence"] == b["evidence"]
-    assert through_containers == in_process
+    # Ledger and every decision document, field by field, under the script's stated rule.
+    cmp = compare_decisions()
+    a = cmp.side(str(base / "artifacts"), str(root))
+    b = cmp.side(str(tmp_path / "in-process" / "artifacts"), str(in_process))
+    summary, diffs = cmp.compare(a, b)
+    assert len(summary) == 1 and diffs == [], (summary, diffs[:20])
+    assert a.masked == b.masked and a.masked["run_id"] > 0, (a.masked, b.masked)
 
 
 def test_a_cell_without_an_unmasked_proc_fails_closed_naming_the_fix(
@@ -431,3 +505,52 @@ def test_a_cell_without_an_unmasked_proc_fails_closed_naming_the_fix(
     # The positive twin: the same container with the option runs the check to the end.
     ok = engine(*common, "--security-opt", "systempaths=unconfined", *cmd)
     assert ok.strip() == "contained"
+
+
+def test_the_decision_comparison_masks_only_what_its_rule_names(tmp_path: Path) -> None:
+    """compare-decisions.py (the check users repeat on `make demo` against `make docker-demo`):
+    times, run and record ids and each side's own folders are masked; nothing else is."""
+    cmp = compare_decisions()
+    a = cmp.Side(tmp_path / "a", {str(tmp_path / "a"): "<artifacts>"})
+    b = cmp.Side(tmp_path / "b", {str(tmp_path / "b"): "<artifacts>"})
+
+    def doc(side: str, run_id: str, cost: float, **extra: Any) -> dict[str, Any]:
+        return {
+            "now": f"2026-12-0{run_id[-1]}T10:00:00Z",
+            "overlay_files": f"{tmp_path / side}/overlays/abc",
+            "evidence": [{"run_id": run_id, "cost_usd": cost, "pooled_run_id": None}],
+            "reasons": [f"promote; record 20261201T182708552815Z-b9bcd{run_id[-1]} at 2026-1"],
+            **extra,
+        }
+
+    same = cmp.differences(a.normalize(doc("a", "r1", 0.5)), b.normalize(doc("b", "r2", 0.5)))
+    assert same == []
+    assert a.masked == b.masked == {"now": 1, "run_id": 1}
+    # A cost, a volatile key present on one side only, a field one side lacks: each reported.
+    diff = cmp.differences(
+        a.normalize(doc("a", "r1", 0.5, extra=1)),
+        b.normalize({**doc("b", "r2", 0.50000001), "evidence": [{"run_id": "r2", "cost_usd": 0.5,
+                                                                 "pooled_run_id": "p"}]}),
+    )  # fmt: skip
+    assert [d[0] for d in diff] == [".evidence[0].pooled_run_id", ".extra"], diff
+    diff = cmp.differences(a.normalize(doc("a", "r1", 0.5)), b.normalize(doc("b", "r1", 0.51)))
+    assert diff == [(".evidence[0].cost_usd", 0.5, 0.51)]
+
+
+def test_only_a_named_missing_capability_skips_and_require_turns_it_into_a_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capability probe names what is missing; WFBENCH_REQUIRE_CONTAINERS=1 fails instead."""
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert missing_capability(tmp_path) == "starting dockerd needs root"
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dockerd, no docker
+    assert "no dockerd/docker on PATH" in str(missing_capability(tmp_path))
+    monkeypatch.delenv("WFBENCH_REQUIRE_CONTAINERS", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="needs root"):
+        skip_for("starting dockerd needs root")
+    monkeypatch.setenv("WFBENCH_REQUIRE_CONTAINERS", "1")
+    with pytest.raises(
+        pytest.fail.Exception, match="WFBENCH_REQUIRE_CONTAINERS=1 but .*needs root"
+    ):
+        skip_for("starting dockerd needs root")

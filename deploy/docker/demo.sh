@@ -25,6 +25,7 @@ log() { echo "[docker-demo $(date +%T)] $*" >&2; }
 
 engine_pid="" names=() run=/tmp/wfbench-demo-dockerd
 cleanup() {
+  for name in "${names[@]}"; do docker logs "$name" >"$work/$name.log" 2>&1 || true; done
   [ ${#names[@]} -eq 0 ] || docker rm -f "${names[@]}" >/dev/null 2>&1 || true
   if [ -n "$engine_pid" ]; then
     log "stopping dockerd (pid $engine_pid)"
@@ -112,9 +113,30 @@ import sys; sys.exit(DagsterGrpcClient(port=$port, host='127.0.0.1').ping('x')['
   sleep 1
 done
 "$venv/bin/wfbench" sync --tasks "$WFBENCH_TASKS"
+# evolve starts a daemon of its own (on this machine, without the Docker launcher) when none has
+# heartbeated: wait for the container's first heartbeat (slow on a loaded machine).
+"$venv/bin/python" - <<'EOF'
+import sys
+import time
+
+import dagster as dg
+
+deadline = time.monotonic() + 300
+with dg.DagsterInstance.get() as instance:
+    while time.monotonic() < deadline:
+        beat = instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
+        if beat is not None and time.time() - beat.timestamp < 60:
+            sys.exit(0)
+        time.sleep(1)
+sys.exit("docker-demo: no daemon heartbeat in 300 s (docker logs wfbench-demo-daemon)")
+EOF
+log "daemon container heartbeating"
 for g in 1 2; do
   log "generation $g through containers"
   "$venv/bin/wfbench" evolve --tasks "$WFBENCH_TASKS" --workspace "$work/workspace.yaml"
 done
 "$venv/bin/wfbench" explain
 log "run containers: $(docker ps -aq --filter label=dagster/run_id | wc -l) (one per queued run)"
+log "compare with make demo's decisions (same commit): $venv/bin/python" \
+  "deploy/docker/compare-decisions.py --artifacts dagster_home/artifacts $work/artifacts" \
+  "--tasks tasks $work/tasks"

@@ -15,8 +15,9 @@ into :class:`GateInput` and plays the planner and the driver's looks:
   fresh, nothing pooled). Every excluded cell is re-paid up to ``retries`` times.
 
 Scenarios (``_hi`` = p in [0.95, 1], otherwise [0.3, 0.95]): ``aa`` identical arms,
-``cheaper20`` a 20 % cost cut, ``worse10_cheaper20`` / ``worse15_cheaper20`` 20 % cheaper but 10 /
-15 points worse on every task, ``regress1`` 20 % cheaper with one task at p = 0.1,
+``cheaper20`` a 20 % cost cut (``cheaper60``: 60 %, the cost test always passes: the power the
+resolve bound and the veto allow), ``worse10_cheaper20`` / ``worse15_cheaper20`` 20 % cheaper but
+10 / 15 points worse on every task, ``regress1`` 20 % cheaper with one task at p = 0.1,
 ``drift5``/``drift10`` identical arms with the old comparator evidence 5 %/10 % dearer,
 ``infra1`` = ``cheaper20`` with 1 % of cells failing, ``hetero20`` per-task effects around 20 %,
 ``heavytail20`` t3 run noise, ``*_failcost``: a run that does not resolve costs 1.5 times more.

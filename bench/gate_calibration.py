@@ -15,8 +15,9 @@ into :class:`GateInput` and plays the planner and the driver's looks:
   fresh, nothing pooled). Every excluded cell is re-paid up to ``retries`` times.
 
 Scenarios (``_hi`` = p in [0.95, 1], otherwise [0.3, 0.95]): ``aa`` identical arms,
-``cheaper20`` a 20 % cost cut, ``worse10_cheaper20`` / ``worse15_cheaper20`` 20 % cheaper but 10 /
-15 points worse on every task, ``regress1`` 20 % cheaper with one task at p = 0.1,
+``cheaper20`` a 20 % cost cut (``cheaper60``: 60 %, the cost test always passes: the power the
+resolve bound and the veto allow), ``worse10_cheaper20`` / ``worse15_cheaper20`` 20 % cheaper but
+10 / 15 points worse on every task, ``regress1`` 20 % cheaper with one task at p = 0.1,
 ``drift5``/``drift10`` identical arms with the old comparator evidence 5 %/10 % dearer,
 ``infra1`` = ``cheaper20`` with 1 % of cells failing, ``hetero20`` per-task effects around 20 %,
 ``heavytail20`` t3 run noise, ``*_failcost``: a run that does not resolve costs 1.5 times more.
@@ -29,7 +30,11 @@ resolve bound alone at a true drop equal to the margin. ``--frontier`` sweeps is
 
 Run: ``python bench/gate_calibration.py [--generations N] [--seeds K] [--suite] [--json]``.
 With ``--json`` it prints one object ``{"rows": [...]}``, one row per (policy, scenario, tasks,
-runs, history).
+runs, history). A ``paired``/``paired_v2`` row also says why generations did not promote
+(``not_promoted_because``: cost test or non-inferiority not passed at the final look, a veto,
+a futility stop, the last look reached, the total-spend rule; shares of all generations, several
+can hold at once, their combinations in ``not_promoted_combinations``) and at which look they
+stopped (``stopped_at_look``: where the expected cells come from).
 """
 
 import argparse
@@ -51,7 +56,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from gate_sim import SCENARIOS, Cells, Scenario, World  # noqa: E402
 
 from bench_assets.errorkinds import ErrorKind  # noqa: E402
-from bench_assets.gate import GateInput, RunOutcome, decide  # noqa: E402
+from bench_assets.gate import Decision, GateInput, RunOutcome, decide  # noqa: E402
 from bench_assets.gate.models import Look  # noqa: E402
 from bench_assets.models import PolicyConfig, ReuseConfig  # noqa: E402
 
@@ -129,6 +134,47 @@ def _input(
     )
 
 
+REASONS = (
+    "cost_not_passed",
+    "noninferiority_not_passed",
+    "veto",
+    "futility_stop",
+    "last_look",
+    "total_spend",
+    "other",
+)
+"""Why a generation did not promote (several can hold at once): the cost test or the resolve
+(non-inferiority) test had not passed at the final look, the per-task or integrity veto fired, the
+design stopped before its last look on a futility boundary, it reached its last look
+(budget/looks exhausted), the total-spend rule kept, or anything else (``other``)."""
+
+
+def why(d: Decision, look: int) -> tuple[int, tuple[str, ...]]:
+    """The look a decided generation stopped at and, when it did not promote, why
+    (:data:`REASONS`)."""
+    stats = d.paired_v2
+    if d.decision == "promote" or stats is None:
+        return look, ()
+    out = []
+    cost, resolve = stats.cost, stats.resolve
+    if cost is None or cost.verdict != "improved":
+        out.append("cost_not_passed")
+    if resolve is None or resolve.verdict != "non_inferior":
+        out.append("noninferiority_not_passed")
+    effects = {(f.rule, f.effect) for f in d.findings}
+    if any(e == "veto" for _, e in effects) or (
+        stats.regression_veto is not None and stats.regression_veto.fired
+    ):
+        out.append("veto")
+    if ("futility", "keep") in effects:
+        out.append("futility_stop")
+    if stats.sequential is not None and stats.sequential.last_look:
+        out.append("last_look")
+    if stats.total_spend.verdict == "exceeded":
+        out.append("total_spend")
+    return look, tuple(out) or ("other",)
+
+
 def play_v1(world: World, policy: PolicyConfig, runs: int = RUNS) -> tuple[str, int, int]:
     """strict / paired_v1: one look, reused comparator, one canary, no retries."""
     ids = [f"t{i:02d}" for i in range(world.s.tasks)]
@@ -152,11 +198,12 @@ def play_v2(
     runs: int = RUNS,
     history: str = "pooled",
     canaries_per_task: int = CANARIES_PER_TASK,
-) -> tuple[str, int, int]:
+) -> tuple[str, int, int, tuple[int, tuple[str, ...]]]:
     """paired (v3) and paired_v2 as ``wfbench evolve`` plays them (bench_assets/driver/looks.py):
     canaries + reused + pooled comparator (``history`` pooled) or every comparator run fresh
     (``none``), retries, then sequential looks that top up the candidate or re-pay the
-    comparator's reused cells fresh (dropping the pooled history) on drift."""
+    comparator's reused cells fresh (dropping the pooled history) on drift. The fourth value is
+    :func:`why`: the look the generation stopped at and the reasons it did not promote."""
     ids = [f"t{i:02d}" for i in range(world.s.tasks)]
     canaries = runs if history == "none" else min(canaries_per_task, runs)
     fresh = world.draw("comparator", canaries)
@@ -186,7 +233,7 @@ def play_v2(
             )
         )
         if d.next_action == "decide":
-            return d.decision, cand_paid, comp_paid
+            return d.decision, cand_paid, comp_paid, why(d, look)
         assert d.paired_v2 is not None
         prior = d.paired_v2.looks
         if d.next_action == "top_up":
@@ -220,22 +267,33 @@ class Job:
     canaries: int = CANARIES_PER_TASK
 
 
-def run_job(job: Job) -> tuple[int, int, int, int, int]:
+Counts = tuple[int, int, int, int, int, dict[str, int], dict[int, int]]
+
+
+def run_job(job: Job) -> Counts:
     """Promotions, candidate cells, comparator cells, generations and the most candidate cells
-    of one generation, for one job."""
+    of one generation, for one job; then (``paired``/``paired_v2``) how many generations did not
+    promote for each of :data:`REASONS` and how many stopped at each look."""
     v2 = job.config.name in ("paired", "paired_v2")
     promoted = cand = comp = most = 0
+    reasons: dict[str, int] = {}
+    stops: dict[int, int] = {}
     for g in range(job.first, job.first + job.count):
         world = World(job.scenario, job.seed, g)
         if v2:
-            decision, c, k = play_v2(world, job.config, job.runs, job.history, job.canaries)
+            decision, c, k, (look, because) = play_v2(
+                world, job.config, job.runs, job.history, job.canaries
+            )
+            stops[look] = stops.get(look, 0) + 1
+            for r in (*because, *(["+".join(because)] if len(because) > 1 else [])):
+                reasons[r] = reasons.get(r, 0) + 1
         else:
             decision, c, k = play_v1(world, job.config, job.runs)
         promoted += decision == "promote"
         cand += c
         comp += k
         most = max(most, c)
-    return promoted, cand, comp, job.count, most
+    return promoted, cand, comp, job.count, most, reasons, stops
 
 
 def ni_check_job(args: tuple[int, str, int, int, int]) -> tuple[int, str, int, int, int]:
@@ -447,8 +505,10 @@ SUITE: tuple[tuple[int, int, str, tuple[str, ...]], ...] = (
 """``--suite``: every row issue 23 asks for, at its suite size, first-look runs and history."""
 
 
-def _rows(jobs: list[Job], counts: list[tuple[int, int, int, int, int]]) -> list[dict]:
+def _rows(jobs: list[Job], counts: list[Counts]) -> list[dict]:
     total: dict[tuple, list[int]] = {}
+    reasons: dict[tuple, dict[str, int]] = {}
+    stops: dict[tuple, dict[int, int]] = {}
     per_seed: dict[tuple, dict[int, list[int]]] = {}
     for job, c in zip(jobs, counts, strict=True):
         key = (job.policy, job.scenario.name, job.scenario.tasks, job.runs, job.history)
@@ -456,11 +516,16 @@ def _rows(jobs: list[Job], counts: list[tuple[int, int, int, int, int]]) -> list
         for i, x in enumerate(c[:4]):
             acc[i] += x
         acc[4] = max(acc[4], c[4])
+        for r, count in c[5].items():
+            reasons.setdefault(key, {})[r] = reasons.setdefault(key, {}).get(r, 0) + count
+        for k, count in c[6].items():
+            stops.setdefault(key, {})[k] = stops.setdefault(key, {}).get(k, 0) + count
         tally = per_seed.setdefault(key, {}).setdefault(job.seed, [0, 0])
         tally[0] += c[0]
         tally[1] += c[3]
     rows = []
-    for (pol, scen, tasks, runs, history), v in total.items():
+    for key, v in total.items():
+        pol, scen, tasks, runs, history = key
         rate = v[0] / v[3]
         rows.append(
             {
@@ -479,6 +544,20 @@ def _rows(jobs: list[Job], counts: list[tuple[int, int, int, int, int]]) -> list
                 "max_candidate_cells": v[4],
                 "mean_comparator_cells": v[2] / v[3],
                 "generations": v[3],
+                # why the generations that did not promote did not (a share of all generations;
+                # several reasons can hold at once, so the combinations of more than one too)
+                # and the share stopping at each look
+                "not_promoted_because": {
+                    r: reasons.get(key, {}).get(r, 0) / v[3]
+                    for r in REASONS
+                    if reasons.get(key, {}).get(r, 0)
+                },
+                "not_promoted_combinations": {
+                    r: n / v[3] for r, n in sorted(reasons.get(key, {}).items()) if "+" in r
+                },
+                "stopped_at_look": {
+                    str(k): n / v[3] for k, n in sorted(stops.get(key, {}).items())
+                },
             }
         )
     return rows
@@ -587,7 +666,7 @@ def main() -> None:
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         done = list(pool.map(run_job, [jobs[i] for i in order], chunksize=1))
         ni = list(pool.map(ni_check_job, ni_args, chunksize=1)) if args.ni_check else []
-    counts: list[tuple[int, int, int, int, int]] = [(0, 0, 0, 0, 0)] * len(jobs)
+    counts: list[Counts] = [(0, 0, 0, 0, 0, {}, {})] * len(jobs)
     for i, c in zip(order, done, strict=True):
         counts[i] = c
     rows = _rows(jobs, counts)

@@ -53,6 +53,8 @@ SCENARIOS = {
         Scenario("aa_hi", *HI),
         Scenario("cheaper20", *LO, cost_multiplier=0.8),
         Scenario("cheaper20_hi", *HI, cost_multiplier=0.8),
+        # so much cheaper that the cost test always passes: what the resolve bound allows
+        Scenario("cheaper60", *LO, cost_multiplier=0.4),
         Scenario("worse10_cheaper20", *LO, cost_multiplier=0.8, resolve_shift=0.10),
         Scenario("worse15_cheaper20", *LO, cost_multiplier=0.8, resolve_shift=0.15),
         Scenario("regress1", *LO, cost_multiplier=0.8, regress_one=True),

@@ -73,8 +73,10 @@ original allowed no per-task drop at all.
 Issue 23's rules, in :mod:`bench_assets.gate.paired3` (whose docstring is their authoritative
 description): one resolve margin (``resolve_margin``), a group-sequential design with
 Lan–DeMets error spending over the looks and a mirror-image futility boundary, a drift-robust
-(difference-in-differences) cost test with no tolerance band, a last look that answers, and v2's
-per-task evidence rules, pooled history, total spend and Bonferroni veto. A setting the chosen
+(difference-in-differences) cost test with no tolerance band, run-level standard errors read
+through the normal quantile (``standard_error``; the cluster-or-floor Student t rule on request
+and for decisions of schema ≤ 5), a last look that answers, an exact min-p per-task veto, and v2's
+per-task evidence rules, pooled history and total spend. A setting the chosen
 policy does not read is refused by :class:`~bench_assets.models.PolicyConfig`.
 :mod:`bench_assets.gate.power` says before any spending what a suite can promise under it.
 

@@ -16,7 +16,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 from bench_assets.errorkinds import ErrorKind
 from bench_assets.models import POLICY_READS, PolicyConfig
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Version of the :class:`Decision` JSON layout. 2: gate v2 (``paired_v2``, ``next_action``).
 3: ``integrity`` (cheat counts per arm and the integrity veto) and the ``veto`` effect; a stored
 schema-2 decision reads back with ``integrity`` ``None`` (not recorded, never "no cheat").
@@ -24,7 +24,9 @@ schema-2 decision reads back with ``integrity`` ``None`` (not recorded, never "n
 ``sequential`` and ``cost_weight``); a stored decision of schema ≤ 3 named ``paired`` was decided
 by the v2 rules and reads back as ``paired_v2``. 5: gate v3's ``regression_veto`` and the
 policy's ``regression_test``; a stored schema-4 ``paired`` decision reads back with
-``regression_test: bonferroni``, the rule it was decided by."""
+``regression_test: bonferroni``, the rule it was decided by. 6: the policy's
+``standard_error`` (gate v3's run-level standard errors); a stored schema-4 or -5 ``paired``
+decision reads back with ``standard_error: conservative``, the rule it was decided by."""
 
 DecisionKind = Literal["promote", "keep_incumbent", "insufficient_evidence"]
 Effect = Literal["veto", "insufficient", "keep", "inconclusive", "pass", "info"]
@@ -280,7 +282,9 @@ class CostTest(_Model):
     tasks: int
     log_ratio: Bounds
     sd: float
-    df: int
+    df: int | None
+    """Degrees of freedom of the t the bounds and p values were read through; ``None``: the
+    normal distribution (gate v3's ``standard_error: model``, schema 6)."""
     t_statistic: float | None
     """``None`` when every task has the same log ratio (zero spread)."""
     p_value_two_sided: float
@@ -601,10 +605,12 @@ class Decision(_Model):
         """A decision stored before schema 4 reads back under the rules it was decided by: one
         named ``paired`` as ``paired_v2`` (its policy too), and its stored policy keeps only the
         settings that policy reads (the others had no effect on it, and some defaults moved)."""
-        if not isinstance(data, dict) or data.get("schema_version", SCHEMA_VERSION) >= 5:
+        if not isinstance(data, dict) or data.get("schema_version", SCHEMA_VERSION) >= 6:
             return data
+        if data.get("schema_version") == 5:
+            return _schema_5(data)
         if data.get("schema_version") == 4:
-            return _schema_4(data)
+            return _schema_5(_schema_4(data))
         name = data.get("policy_name")
         if name == "paired":
             name = "paired_v2"
@@ -622,6 +628,15 @@ def _schema_4(data: dict[str, object]) -> dict[str, object]:
     if data.get("policy_name") != "paired" or not isinstance(policy, dict):
         return data
     return {**data, "policy": {"regression_test": "bonferroni", **policy}}
+
+
+def _schema_5(data: dict[str, object]) -> dict[str, object]:
+    """A schema-4/5 gate v3 decision took the larger of the cluster and run-level standard
+    errors through Student's t (``standard_error`` did not exist)."""
+    policy = data.get("policy")
+    if data.get("policy_name") != "paired" or not isinstance(policy, dict):
+        return data
+    return {**data, "policy": {"standard_error": "conservative", **policy}}
 
 
 GateInput.model_rebuild()

@@ -224,3 +224,13 @@ def t_test(xs: Sequence[float], level: float) -> tuple[Bounds, float, float | No
 def pct(value: float) -> str:
     """A fraction as a percentage with one decimal, for messages."""
     return f"{100.0 * value:.1f}%"
+
+
+def quantile(p: float, df: int | None) -> float:
+    """Student's t quantile with ``df`` degrees of freedom, the normal one when ``df`` is
+    ``None`` (a standard error estimated from the run-level model, not from the tasks)."""
+    if df is None:
+        if not 0.0 < p < 1.0:
+            raise ValueError("p must be in (0, 1)")
+        return statistics.NormalDist().inv_cdf(p)
+    return t_quantile(p, df)

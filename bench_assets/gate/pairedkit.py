@@ -22,7 +22,7 @@ from bench_assets.gate.models import (
     RunOutcome,
     SpendRatio,
 )
-from bench_assets.gate.numerics import t_cdf, t_quantile
+from bench_assets.gate.numerics import quantile, t_cdf, t_quantile
 from bench_assets.models import PolicyConfig
 
 Rows = dict[tuple[str, str], list[RunOutcome]]
@@ -126,10 +126,11 @@ def drift_bound(
     return m, se, m - q * se, m + q * se
 
 
-def cost_bounds(m: float, se: float, alpha: float, df: int) -> tuple[Bounds, Bounds, float]:
+def cost_bounds(m: float, se: float, alpha: float, df: int | None) -> tuple[Bounds, Bounds, float]:
     """The one-sided ``1 − alpha`` bounds of the mean log ratio, the same as an improvement
-    (1 − ratio), and the t statistic (``alpha`` 0: infinitely wide)."""
-    q = t_quantile(1 - alpha, df) if alpha > 0 else math.inf
+    (1 − ratio), and the t statistic (``alpha`` 0: infinitely wide; ``df`` ``None``: the normal
+    quantile)."""
+    q = quantile(1 - alpha, df) if alpha > 0 else math.inf
     bounds = Bounds(estimate=m, lower=m - q * se, upper=m + q * se, level=1 - alpha)
     improvement = Bounds(
         estimate=-math.expm1(m),
@@ -148,16 +149,25 @@ def cost_test(
     sd: float,
     policy: PolicyConfig,
     verdict: str,
+    *,
+    normal: bool = False,
 ) -> CostTest:
-    df = n - 1
+    """The recorded cost test; ``normal``: its p values from the normal distribution (gate v3's
+    run-level standard error; ``df`` is then ``None``)."""
+    df = None if normal else n - 1
+    if df is None:
+        z = statistics.NormalDist()
+        two, cheaper = min(1.0, 2.0 * z.cdf(-abs(t_stat))), z.cdf(t_stat)
+    else:
+        two, cheaper = min(1.0, 2.0 * t_cdf(-abs(t_stat), df)), t_cdf(t_stat, df)
     return CostTest(
         tasks=n,
         log_ratio=bounds,
         sd=sd,
         df=df,
         t_statistic=t_stat,
-        p_value_two_sided=min(1.0, 2.0 * t_cdf(-abs(t_stat), df)),
-        p_value_cheaper=t_cdf(t_stat, df),
+        p_value_two_sided=two,
+        p_value_cheaper=cheaper,
         improvement=improvement,
         required_improvement=policy.min_improvement,
         verdict=verdict,  # type: ignore[arg-type]

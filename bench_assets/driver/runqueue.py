@@ -31,6 +31,7 @@ import yaml
 
 from bench_assets import sandbox
 from bench_assets.driver import services
+from bench_assets.driver.cellbatch import batch_outcomes
 from bench_assets.driver.instance import StepFailed, materialize
 from bench_assets.errors import error_class
 from bench_assets.fsutil import atomic_write_text
@@ -58,6 +59,9 @@ class Job:
     label: str = ""
     job: str | None = None
     """A job of the code location to run instead of the asset job (``assets`` then empty)."""
+    cells: tuple["Job", ...] = ()
+    """For a ``cell_batch`` run: the cell jobs it pays, each answered by :meth:`Executor.poll`
+    on its own (:mod:`bench_assets.driver.cellbatch`); the batch itself is never answered."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,9 @@ class InProcessExecutor:
         return None
 
     def submit(self, job: Job) -> str:
-        """Queue the job; it runs at the next :meth:`poll` (no run id yet)."""
-        self._queue.append(job)
+        """Queue the job (a batch's cells one by one); it runs at a later :meth:`poll` (no run
+        id yet)."""
+        self._queue.extend(job.cells or [job])
         return ""
 
     def pending(self) -> int:
@@ -181,6 +186,7 @@ class QueueExecutor:
         self.start_daemon = start_daemon
         self.progress = progress or (lambda m: None)
         self._jobs: dict[str, Job] = {}
+        self._reported: dict[str, set[str]] = {}
         self._plans: dict[tuple[str, ...], Any] = {}
         self._daemon: sandbox.Service | None = None
         self._wpc: Any = None
@@ -387,8 +393,18 @@ class QueueExecutor:
         while self._jobs:
             runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
             ended = [r for r in runs if r.is_finished]
-            if ended:
-                return [self._finished(r) for r in ended]
+            batches = {rid: j for rid, j in self._jobs.items() if j.cells}
+            out = batch_outcomes(
+                self.instance,
+                batches,
+                self._reported,
+                {r.run_id: r for r in ended if r.run_id in batches},
+            )
+            out += [self._finished(r) for r in ended if r.run_id not in batches]
+            for r in ended:
+                self._jobs.pop(r.run_id, None)
+            if out:
+                return out
             if self._daemon is not None and not self._daemon.alive():
                 raise StepFailed(
                     "daemon", "DaemonError", "the dagster-daemon started for this run died"
@@ -399,7 +415,7 @@ class QueueExecutor:
         return []
 
     def _finished(self, run: Any) -> Finished:
-        job = self._jobs.pop(run.run_id)
+        job = self._jobs[run.run_id]
         if run.status == dg.DagsterRunStatus.SUCCESS:
             return Finished(job, run.run_id, True)
         if run.status == dg.DagsterRunStatus.CANCELED:

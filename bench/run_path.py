@@ -3,9 +3,10 @@
 A generation of the demo where every arm's agent is a ``command`` agent that sleeps S seconds
 (default 60, the length of a short real agent session) and changes nothing, so each cell is one
 S-second session plus grading. The generation runs through Dagster's run queue exactly as
-``wfbench evolve`` does by default: one queued run per cell, ``limits.agent_sessions`` = W of them
-at once (the ``agent_sessions`` pool), launched by a ``dagster-daemon`` that ``evolve`` starts for
-its own duration, each run in its own process.
+``wfbench evolve`` does by default: queued runs, ``limits.agent_sessions`` = W of them at once
+(the ``agent_sessions`` pool), launched by a ``dagster-daemon`` that ``evolve`` starts for its own
+duration, each run in its own process; a run is one cell, or a ``cell_batch`` of several cells of
+one task paid one after another (each cell its own in-process run).
 
 Printed side by side:
 
@@ -23,7 +24,8 @@ Dagster instance (a copy of ``dagster_home/dagster.yaml``) and a fresh artifact 
 With ``--baseline DIR`` (another worktree with its own ``.venv``, e.g. main's HEAD) the same
 generation is measured first with that tree's code and ``dagster.yaml``, and the per-cell stage
 medians are printed side by side: slot free → agent starts, and the orchestration overhead
-(target: median <= 1.5 s on a quiet machine).
+(target: median <= 1.5 s on a quiet machine), with the mean slot time per cell that is not its
+work (where a batch's run start-up, paid once for several cells, shows).
 
 Run: ``.venv/bin/python bench/run_path.py [--sleep 60] [--tasks 3] [--runs 2] [--sessions 3]
 [--baseline DIR] [--json]``. With the defaults: 3 tasks x the demo's 4 implementation arms x 2
@@ -239,7 +241,7 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
     pc = m["per_cell"]
     print(
         f"Run path: {m['cells']} cells of a {sleep_s:g} s command-agent session "
-        f"on {m['sessions']} agent slots (one queued Dagster run per cell)"
+        f"on {m['sessions']} agent slots (queued runs: a cell, or a batch of a task's cells)"
     )
     la = m.get("load_average")
     if la:
@@ -318,6 +320,9 @@ def print_comparison(before: dict[str, Any], after: dict[str, Any]) -> None:
         b, a = before["stages"].get(key), after["stages"].get(key)
         ratio = f"{b / a:6.2f}x" if a and b is not None else "—"
         print(f"| {label:<46} | {b:9.2f} | {a:9.2f} | {ratio:>7} |")
+    b, a = before["per_cell"]["total_overhead_s"], after["per_cell"]["total_overhead_s"]
+    label = "slot time not the cell's work, mean (launches)"
+    print(f"| {label:<46} | {b:9.2f} | {a:9.2f} | {b / a if a else 0:6.2f}x |")
     over = after["stages"].get("orchestration_overhead_s")
     la = after.get("load_average", {})
     print(

@@ -239,6 +239,10 @@ class QueueExecutor:
         from dagster._core.workspace.load_target import WorkspaceFileTarget
 
         self._workspace_path = self._workspace_file()
+        # The daemon (its own process and code server) starts while this process loads the code
+        # location: both are seconds of imports, tens of seconds on a loaded machine.
+        if self.start_daemon and not self.daemon_healthy():
+            self._spawn_daemon()
         # The code server it starts inherits this environment: keep Dagster's notice about a beta
         # parameter of its own sensors and its INFO lines off the user's terminal.
         os.environ.setdefault("PYTHONWARNINGS", QUIET_WARNINGS)
@@ -253,8 +257,12 @@ class QueueExecutor:
         if error is not None:
             self.__exit__(None, None, None)
             raise StepFailed("code location", "CodeLocationError", error.message.strip())
-        if self.start_daemon and not self.daemon_healthy():
-            self._start_daemon()
+        if self._daemon is not None:
+            try:
+                self._await_daemon()
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
         return self
 
     def __exit__(
@@ -296,15 +304,27 @@ class QueueExecutor:
         # stopped with that generation, or died with it) is not a daemon.
         return self._distrusted is None or beat.daemon_id != self._distrusted
 
+    def _daemon_log(self) -> Path:
+        return Path(self.instance.root_directory) / "wfbench-logs" / "daemon.log"
+
     def _start_daemon(self) -> None:
+        self._spawn_daemon()
+        self._await_daemon()
+
+    def _spawn_daemon(self) -> None:
         exe = Path(sys.executable).parent / "dagster-daemon"
         env = dict(os.environ)
         env["DAGSTER_HOME"] = str(self.instance.root_directory)
-        log = Path(self.instance.root_directory) / "wfbench-logs" / "daemon.log"
+        log = self._daemon_log()
         self.progress(f"starting a dagster-daemon for this generation (log: {log})")
         self._daemon = sandbox.start_service(
             [str(exe), "run", "-w", str(self._workspace_path)], env=env, cwd=Path.cwd(), log=log
         )
+
+    def _await_daemon(self) -> None:
+        """Wait until the daemon :meth:`_spawn_daemon` started heartbeats (fail if it exits)."""
+        assert self._daemon is not None
+        log = self._daemon_log()
         deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
         while not self.daemon_healthy():
             if not self._daemon.alive():

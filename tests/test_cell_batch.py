@@ -81,27 +81,35 @@ def test_each_cell_of_a_batch_is_answered_once_from_its_own_run_or_the_batchs_en
         first = child("a.r0", S.SUCCESS)
         second = child("a.r1", S.STARTED)
         reported: dict[str, set[str]] = {}
-        out = batch_outcomes(instance, {running.run_id: batch}, reported, {})
+        out, again = batch_outcomes(instance, {running.run_id: batch}, reported, {})
         assert [(f.job.label, f.run_id, f.ok) for f in out] == [("t a.r0", first.run_id, True)]
-        assert batch_outcomes(instance, {running.run_id: batch}, reported, {}) == [], "once"
+        assert again == []
+        assert batch_outcomes(instance, {running.run_id: batch}, reported, {}) == ([], []), "once"
 
-        # The batch dies while a.r1 runs and before a.r2 started: a.r1's run is marked failed,
-        # and both are failures of the batch (infra), not silent successes.
+        # The batch dies while a.r1 runs and before a.r2 started: a.r1's run is marked failed
+        # and it is a failure of the batch (infra), not a silent success; a.r2 paid nothing and
+        # is submitted again, neither a failure nor a retry.
         ended = running.with_status(S.FAILURE)
-        out = batch_outcomes(instance, {running.run_id: batch}, reported, {running.run_id: ended})
-        assert [(f.job.label, f.ok, f.canceled) for f in out] == [
-            ("t a.r1", False, False),
-            ("t a.r2", False, False),
+        out, again = batch_outcomes(
+            instance, {running.run_id: batch}, reported, {running.run_id: ended}
+        )
+        assert [(f.job.label, f.ok, f.canceled, f.run_id) for f in out] == [
+            ("t a.r1", False, False, second.run_id)
         ]
-        assert out[0].run_id == second.run_id and out[1].run_id == ""
-        assert all("ended before the cell did" in str(f.failure) for f in out)
+        assert "ended before the cell did" in str(out[0].failure)
+        assert [j.label for j in again] == ["t a.r2"]
         marked = instance.get_run_by_id(second.run_id)
         assert marked is not None and marked.status == S.FAILURE
         assert running.run_id not in reported
 
+        # A batch that dies before its first cell: every cell failed, as runs failing at start.
+        dead = _run(instance, S.FAILURE)
+        out, again = batch_outcomes(instance, {dead.run_id: batch}, {}, {dead.run_id: dead})
+        assert [(f.ok, f.run_id) for f in out] == [(False, "")] * 3 and again == []
+
         # A canceled batch: its cells are canceled (the generation stopped them).
         canceled = _run(instance, S.CANCELED)
-        out = batch_outcomes(
+        out, again = batch_outcomes(
             instance, {canceled.run_id: batch_job(cells[:2])}, {}, {canceled.run_id: canceled}
         )
         assert [(f.job.label, f.canceled) for f in out] == [("t a.r0", True), ("t a.r1", True)]

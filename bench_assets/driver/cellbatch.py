@@ -120,24 +120,31 @@ def batch_outcomes(
     batches: dict[str, Any],
     reported: dict[str, set[str]],
     ended: dict[str, Any],
-) -> list[Any]:
-    """The cells of running or ended ``cell_batch`` runs whose own run ended since last asked.
+) -> tuple[list[Any], list[Any]]:
+    """The cells of running or ended ``cell_batch`` runs whose own run ended since last asked,
+    and the cells to submit again.
 
     ``batches``: batch run id -> its job (``Job.cells``); ``reported``: per batch, the cells
     (labels) already answered (updated here); ``ended``: the batch runs that ended, by id — every
     cell of those is answered now: from its own run when it ended, else as canceled (the batch
     was) or as an infra failure of the batch (the batch died before the cell's run ended; a
-    cell run left unfinished is marked failed, its process is gone).
+    cell run left unfinished is marked failed, its process is gone). A cell whose run never
+    started in a batch that died after starting another is not answered but returned to be
+    submitted again: it paid nothing, so it is neither a retry nor a failure the outage breaker
+    counts. (A batch that dies before its first cell answers every cell as failed, as one run
+    per cell failing at start-up would.)
     """
     from bench_assets.driver.runqueue import Finished, run_failure
 
     if not batches:
-        return []
+        return [], []
     runs = instance.get_runs(dg.RunsFilter(tags={CELL_BATCH_TAG: list(batches)}))
     by_cell = {
         (r.tags[CELL_BATCH_TAG], r.tags.get(TASK_TAG), r.tags.get(CELL_TAG)): r for r in runs
     }
+    started = {r.tags[CELL_BATCH_TAG] for r in runs}
     out: list[Any] = []
+    again: list[Any] = []
     for batch_id, batch in batches.items():
         done = reported.setdefault(batch_id, set())
         end = ended.get(batch_id)
@@ -154,6 +161,13 @@ def batch_outcomes(
                 elif not ok:
                     failure = run_failure(instance, run.run_id)
                 out.append(Finished(job, run.run_id, ok, failure, canceled=canceled))
+            elif (
+                end is not None
+                and run is None
+                and batch_id in started
+                and end.status != dg.DagsterRunStatus.CANCELED
+            ):
+                again.append(job)
             elif end is not None:
                 if run is not None:
                     instance.report_run_failed(
@@ -175,4 +189,4 @@ def batch_outcomes(
             done.add(job.label)
     for batch_id in ended:
         reported.pop(batch_id, None)
-    return out
+    return out, again

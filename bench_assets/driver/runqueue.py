@@ -31,7 +31,7 @@ import yaml
 
 from bench_assets import sandbox
 from bench_assets.driver import services
-from bench_assets.driver.cellbatch import batch_outcomes
+from bench_assets.driver.cellbatch import batch_job, batch_outcomes
 from bench_assets.driver.instance import StepFailed, materialize
 from bench_assets.errors import error_class
 from bench_assets.fsutil import atomic_write_text
@@ -414,7 +414,7 @@ class QueueExecutor:
             runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
             ended = [r for r in runs if r.is_finished]
             batches = {rid: j for rid, j in self._jobs.items() if j.cells}
-            out = batch_outcomes(
+            out, again = batch_outcomes(
                 self.instance,
                 batches,
                 self._reported,
@@ -423,6 +423,8 @@ class QueueExecutor:
             out += [self._finished(r) for r in ended if r.run_id not in batches]
             for r in ended:
                 self._jobs.pop(r.run_id, None)
+            if again:  # cells a dead batch never started: paid nothing, submitted again
+                self.submit(again[0] if len(again) == 1 else batch_job(again))
             if out:
                 return out
             if self._daemon is not None and not self._daemon.alive():

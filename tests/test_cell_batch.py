@@ -102,10 +102,12 @@ def test_each_cell_of_a_batch_is_answered_once_from_its_own_run_or_the_batchs_en
         assert marked is not None and marked.status == S.FAILURE
         assert running.run_id not in reported
 
-        # A batch that dies before its first cell: every cell failed, as runs failing at start.
+        # A batch that dies before its first cell (its launch timed out): one failed launch is
+        # one failed cell, as a run per cell failing at launch was; the others go again.
         dead = _run(instance, S.FAILURE)
         out, again = batch_outcomes(instance, {dead.run_id: batch}, {}, {dead.run_id: dead})
-        assert [(f.ok, f.run_id) for f in out] == [(False, "")] * 3 and again == []
+        assert [(f.job.label, f.ok, f.run_id) for f in out] == [("t a.r0", False, "")]
+        assert [j.label for j in again] == ["t a.r1", "t a.r2"]
 
         # A canceled batch: its cells are canceled (the generation stopped them).
         canceled = _run(instance, S.CANCELED)

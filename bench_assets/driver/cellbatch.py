@@ -129,10 +129,12 @@ def batch_outcomes(
     cell of those is answered now: from its own run when it ended, else as canceled (the batch
     was) or as an infra failure of the batch (the batch died before the cell's run ended; a
     cell run left unfinished is marked failed, its process is gone). A cell whose run never
-    started in a batch that died after starting another is not answered but returned to be
-    submitted again: it paid nothing, so it is neither a retry nor a failure the outage breaker
-    counts. (A batch that dies before its first cell answers every cell as failed, as one run
-    per cell failing at start-up would.)
+    started is not answered but returned to be submitted again: it paid nothing, so it is
+    neither a retry nor a failure the outage breaker counts — except, in a batch that died
+    before starting any cell (e.g. its launch timed out), the first one: it is answered as
+    failed, as its own run failing at launch would have been, so one failed launch is one
+    systemic failure (not a whole batch's: a streak of them trips the breaker) and a launch
+    that keeps failing still ends in the breaker.
     """
     from bench_assets.driver.runqueue import Finished, run_failure
 
@@ -164,8 +166,8 @@ def batch_outcomes(
             elif (
                 end is not None
                 and run is None
-                and batch_id in started
                 and end.status != dg.DagsterRunStatus.CANCELED
+                and (batch_id in started or any(j.label in done for j in batch.cells))
             ):
                 again.append(job)
             elif end is not None:

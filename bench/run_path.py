@@ -3,9 +3,10 @@
 A generation of the demo where every arm's agent is a ``command`` agent that sleeps S seconds
 (default 60, the length of a short real agent session) and changes nothing, so each cell is one
 S-second session plus grading. The generation runs through Dagster's run queue exactly as
-``wfbench evolve`` does by default: one queued run per cell, ``limits.agent_sessions`` = W of them
-at once (the ``agent_sessions`` pool), launched by a ``dagster-daemon`` that ``evolve`` starts for
-its own duration, each run in its own process.
+``wfbench evolve`` does by default: queued runs, ``limits.agent_sessions`` = W of them at once
+(the ``agent_sessions`` pool), launched by a ``dagster-daemon`` that ``evolve`` starts for its own
+duration, each run in its own process; a run is one cell, or a ``cell_batch`` of several cells of
+one task paid one after another (each cell its own in-process run).
 
 Printed side by side:
 
@@ -23,7 +24,8 @@ Dagster instance (a copy of ``dagster_home/dagster.yaml``) and a fresh artifact 
 With ``--baseline DIR`` (another worktree with its own ``.venv``, e.g. main's HEAD) the same
 generation is measured first with that tree's code and ``dagster.yaml``, and the per-cell stage
 medians are printed side by side: slot free → agent starts, and the orchestration overhead
-(target: median <= 1.5 s on a quiet machine).
+(target: median <= 1.5 s on a quiet machine), with the mean slot time per cell that is not its
+work (where a batch's run start-up, paid once for several cells, shows).
 
 Run: ``.venv/bin/python bench/run_path.py [--sleep 60] [--tasks 3] [--runs 2] [--sessions 3]
 [--baseline DIR] [--json]``. With the defaults: 3 tasks x the demo's 4 implementation arms x 2
@@ -51,6 +53,11 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import dagster as dg  # noqa: E402
 from generation import GEN_TAG, Env, Generation, fresh_env, run_generation  # noqa: E402
+
+try:  # the tree measured may predate cell batches (``--baseline``)
+    from bench_assets.defs.cell_batch import CELL_BATCH_JOB, CELL_BATCH_TAG
+except ImportError:
+    CELL_BATCH_JOB, CELL_BATCH_TAG = "cell_batch", "wfbench/cell_batch"
 
 STAGES = (
     dg.DagsterEventType.RUN_ENQUEUED,
@@ -122,53 +129,105 @@ def measure(gen: Generation, sessions: int) -> dict[str, Any]:
     }
 
 
+def _times(instance: dg.DagsterInstance, run_id: str) -> dict[Any, float]:
+    """The first timestamp of each of :data:`STAGES` the run has."""
+    t: dict[Any, float] = {}
+    for kind in STAGES:
+        ev = instance.get_records_for_run(run_id, of_type=kind).records
+        if ev:
+            t[kind] = ev[0].timestamp
+    return t
+
+
 def stages(env: Env, generation: str, records: list[dict[str, Any]]) -> dict[str, float | None]:
     """Where a cell run's time outside its own work goes, median over the generation's cells.
 
-    ``slot free → launched``: from the moment a slot was free (the latest end of an earlier cell
-    run, or the run's enqueue if a slot was already free) to the daemon launching the run
+    A slot is held by a queued run: a cell's own run, or a ``cell_batch`` run paying several
+    cells of a task one after another, each an in-process run of its own. ``slot free →
+    launched``: from the moment a slot was free (the latest end of an earlier slot-holding run,
+    or the run's enqueue if a slot was already free) to the daemon launching the run
     (``RUN_STARTING``: dequeue tick and the run launcher's call); ``launched → started``: the run
     worker's process start and code load, until ``RUN_START``; ``started → cell starts``: the
-    step's own start-up (inputs read, identity, reuse check) until ``run_cell`` starts.
+    step's own start-up (inputs read, identity, reuse check) until ``run_cell`` starts. A batch's
+    first cell takes the batch's launch; a later cell's slot is free when the cell before it in
+    the batch ended, and it is launched and started at that moment (no process start: all of its
+    start-up is ``started → cell starts``).
 
     ``slot free → agent starts``: until the agent process starts (the cell's start, from its
     materialization's time less the record's ``duration_s``, plus its ``prepare_s``: worktree and
     skills). ``orchestration overhead``: the slot's time that is not the cell's own work, from
-    the slot being free to the run's end, less the record's ``duration_s``.
+    the slot being free to the run's end (a batch's last cell: the batch run's end), less the
+    record's ``duration_s``.
     """
+    E = dg.DagsterEventType
     by_cell = {(r["task"], r["cell"]): r for r in records}
     with dg.DagsterInstance.from_config(str(env.home)) as instance:
-        rows = []
-        for rec in instance.get_run_records(dg.RunsFilter(tags={GEN_TAG: generation})):
-            tags = rec.dagster_run.tags
+        recs = instance.get_run_records(dg.RunsFilter(tags={GEN_TAG: generation}))
+        holders: dict[str, dict[Any, float]] = {}  # slot-holding runs: cell runs and batches
+        cells: list[dict[Any, Any]] = []
+        for rec in recs:
+            run = rec.dagster_run
+            if run.job_name == CELL_BATCH_JOB:
+                holders[run.run_id] = _times(instance, run.run_id)
+                continue
+            tags = run.tags
             if "dagster/partition/cell" not in tags:
                 continue
             record = by_cell.get(
                 (tags.get("dagster/partition/task"), tags["dagster/partition/cell"])
             )
-            t: dict[Any, Any] = {"record": record}
-            for kind in STAGES:
-                ev = instance.get_records_for_run(rec.dagster_run.run_id, of_type=kind).records
-                if ev:
-                    t[kind] = ev[0].timestamp
-            if len(t) == len(STAGES) + 1 and record is not None:
-                rows.append(t)
-    if not rows:
-        return {}
-    E = dg.DagsterEventType
-    ends = sorted(r[E.RUN_SUCCESS] for r in rows)
+            if record is None:
+                continue
+            t: dict[Any, Any] = {**_times(instance, run.run_id), "record": record}
+            t["batch"] = tags.get(CELL_BATCH_TAG)
+            if t["batch"] is None:
+                holders[run.run_id] = t
+            cells.append(t)
+    ends = sorted(h[E.RUN_SUCCESS] for h in holders.values() if E.RUN_SUCCESS in h)
+
+    def freed_at(h: dict[Any, float]) -> float:
+        return max([e for e in ends if e <= h[E.RUN_STARTING]] + [h[E.RUN_ENQUEUED]])
+
+    in_batch: dict[str, list[dict[Any, Any]]] = {}
+    for c in cells:
+        if c["batch"] is not None:
+            in_batch.setdefault(c["batch"], []).append(c)
     react, boot, step, to_agent, overhead = [], [], [], [], []
-    for r in rows:
-        freed = max([e for e in ends if e <= r[E.RUN_STARTING]] + [r[E.RUN_ENQUEUED]])
-        rec = r["record"]
+    for c in cells:
+        if E.RUN_START not in c or E.ASSET_MATERIALIZATION not in c or E.RUN_SUCCESS not in c:
+            continue
+        end = c[E.RUN_SUCCESS]
+        if c["batch"] is None:
+            if E.RUN_STARTING not in c or E.RUN_ENQUEUED not in c:
+                continue
+            freed, launched, started = freed_at(c), c[E.RUN_STARTING], c[E.RUN_START]
+        else:
+            batch = holders.get(c["batch"], {})
+            if not all(k in batch for k in STAGES if k != E.ASSET_MATERIALIZATION):
+                continue
+            siblings = sorted(in_batch[c["batch"]], key=lambda x: x.get(E.RUN_START, 0.0))
+            i = siblings.index(c)
+            if i == 0:
+                freed, launched, started = (
+                    freed_at(batch),
+                    batch[E.RUN_STARTING],
+                    batch[E.RUN_START],
+                )
+            else:
+                freed = launched = started = siblings[i - 1].get(E.RUN_SUCCESS, c[E.RUN_START])
+            if i == len(siblings) - 1:
+                end = batch[E.RUN_SUCCESS]
+        rec = c["record"]
         work = float(rec["duration_s"])
-        cell_start = r[E.ASSET_MATERIALIZATION] - work
+        cell_start = c[E.ASSET_MATERIALIZATION] - work
         agent_start = cell_start + float((rec.get("timings") or {}).get("prepare_s", 0.0))
-        react.append(r[E.RUN_STARTING] - freed)
-        boot.append(r[E.RUN_START] - r[E.RUN_STARTING])
-        step.append(cell_start - r[E.RUN_START])
+        react.append(launched - freed)
+        boot.append(started - launched)
+        step.append(cell_start - started)
         to_agent.append(agent_start - freed)
-        overhead.append(r[E.RUN_SUCCESS] - freed - work)
+        overhead.append(end - freed - work)
+    if not overhead:
+        return {}
     return {
         "slot_free_to_launched_s": statistics.median(react),
         "launched_to_started_s": statistics.median(boot),
@@ -182,7 +241,7 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
     pc = m["per_cell"]
     print(
         f"Run path: {m['cells']} cells of a {sleep_s:g} s command-agent session "
-        f"on {m['sessions']} agent slots (one queued Dagster run per cell)"
+        f"on {m['sessions']} agent slots (queued runs: a cell, or a batch of a task's cells)"
     )
     la = m.get("load_average")
     if la:
@@ -261,6 +320,9 @@ def print_comparison(before: dict[str, Any], after: dict[str, Any]) -> None:
         b, a = before["stages"].get(key), after["stages"].get(key)
         ratio = f"{b / a:6.2f}x" if a and b is not None else "—"
         print(f"| {label:<46} | {b:9.2f} | {a:9.2f} | {ratio:>7} |")
+    b, a = before["per_cell"]["total_overhead_s"], after["per_cell"]["total_overhead_s"]
+    label = "slot time not the cell's work, mean (launches)"
+    print(f"| {label:<46} | {b:9.2f} | {a:9.2f} | {b / a if a else 0:6.2f}x |")
     over = after["stages"].get("orchestration_overhead_s")
     la = after.get("load_average", {})
     print(

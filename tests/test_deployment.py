@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from bench_assets.catalog import load_benchmark
+from bench_assets.defs.cell_batch import CELL_BATCH_TAG
 from bench_assets.defs.inputs import BATCH_TAG, INPUT_BATCH_JOB
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.documents import load_cell
@@ -503,7 +504,11 @@ def test_wfbench_evolve_pays_a_generation_through_the_deployments_queue(
         assert [r.tags["dagster/partition"] for r in batched] == ["alpha"], [
             r.tags for r in batched
         ]
-        assert_queued_then_started(instance, cell_runs + input_runs + [ui_run])
+        # A cell's run is queued itself, or is an in-process run of a queued cell_batch run.
+        cell_queued = sorted(
+            {r.tags.get(CELL_BATCH_TAG, r.run_id) for r in generation if r.run_id in cell_runs}
+        )
+        assert_queued_then_started(instance, cell_queued + input_runs + [ui_run])
         wait_for_runs(instance, [ui_run], dep)
         # The UI's run was queued while a generation cell ran, and started only when the slot
         # was free: no two agent sessions overlapped, whoever launched them.

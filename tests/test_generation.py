@@ -13,6 +13,7 @@ from dagster._utils.schedules import cron_string_iterator  # what the Schedules 
 from bench_assets.cli import main
 from bench_assets.cron import latest_tick, matches, next_tick, validate_cron
 from bench_assets.defs import automation
+from bench_assets.defs.cell_batch import CELL_BATCH_TAG
 from bench_assets.defs.resources import BenchResource
 from bench_assets.driver.evolve import evolve
 from tests.conftest import write_yaml
@@ -311,12 +312,18 @@ def test_cells_run_as_queued_runs_bounded_by_the_agent_sessions_pool(
         )
         cells = [r for r in records if "dagster/partition/cell" in r.dagster_run.tags]
         assert len(cells) == 6, "one run per paid cell"
+        batches = set()
         for r in cells:
             assert r.dagster_run.status == dg.DagsterRunStatus.SUCCESS
+            # A cell's run went through the run coordinator's queue, or (several cells of a task
+            # in one run start-up) is an in-process run of a cell_batch run that did.
+            queued = r.dagster_run.tags.get(CELL_BATCH_TAG, r.dagster_run.run_id)
+            batches.add(queued)
             enqueued = instance.get_records_for_run(
-                r.dagster_run.run_id, of_type=dg.DagsterEventType.RUN_ENQUEUED
+                queued, of_type=dg.DagsterEventType.RUN_ENQUEUED
             ).records
             assert enqueued, "the run went through the run coordinator's queue"
+        assert len(batches) < len(cells), "cells of a task share a run start-up"
         spans = [(r.start_time, r.end_time) for r in cells if r.start_time and r.end_time]
         assert len(spans) == 6 and _overlap(spans) == 1, "agent_sessions pool limit 1 held"
         assert all(c["run_id"] for c in res.cells), "every paid cell names its run"

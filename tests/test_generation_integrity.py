@@ -478,7 +478,9 @@ def cell_run_pids(home: Path, generation: str) -> dict[str, int]:
         for run in runs:
             if "dagster/partition/cell" not in run.tags:
                 continue
-            for event in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT):
+            # A cell paid in a cell_batch run is an in-process run of that run's worker.
+            worker = run.tags.get("wfbench/cell_batch", run.run_id)
+            for event in instance.all_logs(worker, of_type=dg.DagsterEventType.ENGINE_EVENT):
                 found = re.search(r"Started process for run \(pid: (\d+)\)", event.message)
                 if found:
                     out[run.run_id] = int(found.group(1))

@@ -19,6 +19,8 @@ from bench_assets.catalog import Benchmark
 from bench_assets.cellkeys import parse_cell_key
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.documents import load_cell
+from bench_assets.driver.cellbatch import batch_job, cell_groups
+from bench_assets.driver.inputs import run_pool_granularity
 from bench_assets.driver.runqueue import Executor, Finished, Job
 from bench_assets.driver.transaction import GEN_TAG, candidates, orphan_record, paid_attempts
 from bench_assets.errorkinds import ErrorKind, is_systemic
@@ -119,6 +121,7 @@ class CellPayer:
         sessions it paid in this generation (:func:`paid_attempts`): a resumed generation
         re-pays what the killed one would have, and no more."""
         n = 0
+        jobs: dict[str, list[Job]] = {}
         artifacts = ArtifactStore(Path(self.artifact_root))
         retries = self.bench.config.policy.retries
         for mc in planned:
@@ -161,7 +164,7 @@ class CellPayer:
             }
             if mc.look > 1:
                 tags[LOOK_TAG] = str(mc.look)
-            self.ex.submit(
+            jobs.setdefault(mc.task, []).append(
                 Job(
                     (mc.asset,),
                     str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell})),
@@ -171,8 +174,21 @@ class CellPayer:
                 )
             )
             n += 1
+        self._submit_cells(jobs)
         self.submitted += n
         return n
+
+    def _submit_cells(self, jobs: dict[str, list[Job]]) -> None:
+        """Submit each task's cell jobs, several cells of a task in one ``cell_batch`` run
+        (:func:`~bench_assets.driver.cellbatch.cell_groups`) when the pools apply per run;
+        under op granularity a batch's per-cell runs would each wait for a second slot of the
+        pool the batch holds, so every cell is its own run there."""
+        batched = run_pool_granularity(self.instance)
+        slots = self.bench.config.limits.agent_sessions
+        for task_jobs in jobs.values():
+            groups = cell_groups(task_jobs, slots=slots) if batched else [[j] for j in task_jobs]
+            for group in groups:
+                self.ex.submit(group[0] if len(group) == 1 else batch_job(group))
 
     def finished(self, done: Finished) -> None:
         """One cell run ended: record it, retry a systemic failure, watch breaker and spend."""

@@ -31,6 +31,7 @@ import yaml
 
 from bench_assets import sandbox
 from bench_assets.driver import services
+from bench_assets.driver.cellbatch import batch_job, batch_outcomes
 from bench_assets.driver.instance import StepFailed, materialize
 from bench_assets.errors import error_class
 from bench_assets.fsutil import atomic_write_text
@@ -58,6 +59,9 @@ class Job:
     label: str = ""
     job: str | None = None
     """A job of the code location to run instead of the asset job (``assets`` then empty)."""
+    cells: tuple["Job", ...] = ()
+    """For a ``cell_batch`` run: the cell jobs it pays, each answered by :meth:`Executor.poll`
+    on its own (:mod:`bench_assets.driver.cellbatch`); the batch itself is never answered."""
 
 
 @dataclass(frozen=True)
@@ -108,8 +112,9 @@ class InProcessExecutor:
         return None
 
     def submit(self, job: Job) -> str:
-        """Queue the job; it runs at the next :meth:`poll` (no run id yet)."""
-        self._queue.append(job)
+        """Queue the job (a batch's cells one by one); it runs at a later :meth:`poll` (no run
+        id yet)."""
+        self._queue.extend(job.cells or [job])
         return ""
 
     def pending(self) -> int:
@@ -181,6 +186,7 @@ class QueueExecutor:
         self.start_daemon = start_daemon
         self.progress = progress or (lambda m: None)
         self._jobs: dict[str, Job] = {}
+        self._reported: dict[str, set[str]] = {}
         self._plans: dict[tuple[str, ...], Any] = {}
         self._daemon: sandbox.Service | None = None
         self._wpc: Any = None
@@ -233,6 +239,10 @@ class QueueExecutor:
         from dagster._core.workspace.load_target import WorkspaceFileTarget
 
         self._workspace_path = self._workspace_file()
+        # The daemon (its own process and code server) starts while this process loads the code
+        # location: both are seconds of imports, tens of seconds on a loaded machine.
+        if self.start_daemon and not self.daemon_healthy():
+            self._spawn_daemon()
         # The code server it starts inherits this environment: keep Dagster's notice about a beta
         # parameter of its own sensors and its INFO lines off the user's terminal.
         os.environ.setdefault("PYTHONWARNINGS", QUIET_WARNINGS)
@@ -247,8 +257,12 @@ class QueueExecutor:
         if error is not None:
             self.__exit__(None, None, None)
             raise StepFailed("code location", "CodeLocationError", error.message.strip())
-        if self.start_daemon and not self.daemon_healthy():
-            self._start_daemon()
+        if self._daemon is not None:
+            try:
+                self._await_daemon()
+            except BaseException:
+                self.__exit__(None, None, None)
+                raise
         return self
 
     def __exit__(
@@ -290,15 +304,27 @@ class QueueExecutor:
         # stopped with that generation, or died with it) is not a daemon.
         return self._distrusted is None or beat.daemon_id != self._distrusted
 
+    def _daemon_log(self) -> Path:
+        return Path(self.instance.root_directory) / "wfbench-logs" / "daemon.log"
+
     def _start_daemon(self) -> None:
+        self._spawn_daemon()
+        self._await_daemon()
+
+    def _spawn_daemon(self) -> None:
         exe = Path(sys.executable).parent / "dagster-daemon"
         env = dict(os.environ)
         env["DAGSTER_HOME"] = str(self.instance.root_directory)
-        log = Path(self.instance.root_directory) / "wfbench-logs" / "daemon.log"
+        log = self._daemon_log()
         self.progress(f"starting a dagster-daemon for this generation (log: {log})")
         self._daemon = sandbox.start_service(
             [str(exe), "run", "-w", str(self._workspace_path)], env=env, cwd=Path.cwd(), log=log
         )
+
+    def _await_daemon(self) -> None:
+        """Wait until the daemon :meth:`_spawn_daemon` started heartbeats (fail if it exits)."""
+        assert self._daemon is not None
+        log = self._daemon_log()
         deadline = time.monotonic() + DAEMON_START_TIMEOUT_S
         while not self.daemon_healthy():
             if not self._daemon.alive():
@@ -387,8 +413,20 @@ class QueueExecutor:
         while self._jobs:
             runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
             ended = [r for r in runs if r.is_finished]
-            if ended:
-                return [self._finished(r) for r in ended]
+            batches = {rid: j for rid, j in self._jobs.items() if j.cells}
+            out, again = batch_outcomes(
+                self.instance,
+                batches,
+                self._reported,
+                {r.run_id: r for r in ended if r.run_id in batches},
+            )
+            out += [self._finished(r) for r in ended if r.run_id not in batches]
+            for r in ended:
+                self._jobs.pop(r.run_id, None)
+            if again:  # cells a dead batch never started: paid nothing, submitted again
+                self.submit(again[0] if len(again) == 1 else batch_job(again))
+            if out:
+                return out
             if self._daemon is not None and not self._daemon.alive():
                 raise StepFailed(
                     "daemon", "DaemonError", "the dagster-daemon started for this run died"
@@ -399,7 +437,7 @@ class QueueExecutor:
         return []
 
     def _finished(self, run: Any) -> Finished:
-        job = self._jobs.pop(run.run_id)
+        job = self._jobs[run.run_id]
         if run.status == dg.DagsterRunStatus.SUCCESS:
             return Finished(job, run.run_id, True)
         if run.status == dg.DagsterRunStatus.CANCELED:

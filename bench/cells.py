@@ -19,11 +19,11 @@ tasks whose ``verify`` and oracle are ``python -m pytest`` commands judged by ex
 runner-file restore), and the per-cell grading times are shown side by side. Target: trusted /
 before <= 1.2x per cell. ``--grading-only`` runs just this comparison.
 
-``bench_assets.sandbox.run`` is the only place the harness starts a process. This script wraps it
-in every module that imported it by name and charges each process's ``ExecResult.duration_s`` to
-the running cell, by purpose (classified by argv). A cell's *overhead* is its wall time minus the
-time spent inside agent, setup, verify and oracle processes. Git plumbing and the worktree copy
-are harness work: they count as overhead, and are also shown on their own.
+``bench_assets.sandbox.process.run`` is the only place the harness starts a process. This script
+wraps it in every module that imported it by name and charges each process's
+``ExecResult.duration_s`` to the running cell, by purpose (classified by argv). A cell's *overhead*
+is its wall time minus the time spent inside agent, setup, verify and oracle processes. Git plumbing
+and the worktree copy are harness work: they count as overhead, and are also shown on their own.
 Target: <= 0.3 s overhead per cell.
 
 Run: `.venv/bin/python bench/cells.py [--tasks DIR] [--limit N] [--json]`.
@@ -52,31 +52,31 @@ sys.path.insert(0, str(REPO))
 import dagster as dg  # noqa: E402
 
 import bench_assets.agents.claude_code  # noqa: E402, F401  (imports sandbox.run by name too)
-from bench_assets import cells as cells_mod  # noqa: E402
-from bench_assets import grading as grading_mod  # noqa: E402
-from bench_assets import runner as runner_mod  # noqa: E402
-from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
-from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
-from bench_assets.cellkeys import parse_cell_key  # noqa: E402
-from bench_assets.cells import (  # noqa: E402
+from bench_assets.cells import grading as grading_mod  # noqa: E402
+from bench_assets.cells import pipeline as cells_mod  # noqa: E402
+from bench_assets.cells.cellkeys import parse_cell_key  # noqa: E402
+from bench_assets.cells.pipeline import (  # noqa: E402
     CellInputs,
     build_cell_inputs,
     ensure_contained,
     run_cell,
 )
+from bench_assets.cells.records import CellRecord  # noqa: E402
+from bench_assets.config.models import ReplayAgent  # noqa: E402
 from bench_assets.defs import cells as defs_cells  # noqa: E402
 from bench_assets.driver.instance import (  # noqa: E402
     materialize_cells,
     materialize_inputs,
     sync_instance,
 )
-from bench_assets.fsutil import make_tree_writable, remove_tree  # noqa: E402
-from bench_assets.models import ReplayAgent  # noqa: E402
-from bench_assets.records import CellRecord  # noqa: E402
-from bench_assets.redact import Redactor  # noqa: E402
-from bench_assets.sanitize import template_tree  # noqa: E402
-from bench_assets.store import ArtifactStore  # noqa: E402
+from bench_assets.inputs.sanitize import template_tree  # noqa: E402
+from bench_assets.kernel.fsutil import make_tree_writable, remove_tree  # noqa: E402
+from bench_assets.kernel.store import ArtifactStore  # noqa: E402
+from bench_assets.runner import trusted as runner_mod  # noqa: E402
+from bench_assets.sandbox import process as sandbox  # noqa: E402
+from bench_assets.sandbox.redact import Redactor  # noqa: E402
+from bench_assets.tasks.catalog import Benchmark, load_benchmark  # noqa: E402
 
 TARGET_S = 0.3
 WORK = ("agent", "setup", "verify", "oracle")

@@ -149,26 +149,26 @@ def _flush(instance: dg.DagsterInstance) -> None:
 def build(n: int, work: Path) -> tuple[Path, Path, Path, dict[str, Path]]:
     """The suite, and a snapshot (home, artifacts) after each generation's cells are recorded."""
     from bench_assets.agents.replay import cached_predictions
-    from bench_assets.catalog import load_benchmark
-    from bench_assets.cellkeys import cell_key
-    from bench_assets.cells import SANDBOX_BACKEND
-    from bench_assets.defs.cells import candidate_overlay, cell_metadata
-    from bench_assets.defs.inputs import incumbent_skills
-    from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
-    from bench_assets.defs.resources import BenchResource, latest_metadata
-    from bench_assets.documents import CellMaterialization
-    from bench_assets.driver.instance import materialize
-    from bench_assets.hashing import sha256_json
-    from bench_assets.manifest import (
+    from bench_assets.cells.cellkeys import cell_key
+    from bench_assets.cells.pipeline import SANDBOX_BACKEND
+    from bench_assets.cells.records import CellRecord, new_record_id, now_iso, write_record
+    from bench_assets.config.models import ReplayAgent
+    from bench_assets.decision.documents import CellMaterialization
+    from bench_assets.decision.manifest import (
         ManifestCell,
         ManifestHeader,
         TaskManifest,
         write_header,
         write_task,
     )
-    from bench_assets.models import ReplayAgent
-    from bench_assets.records import CellRecord, new_record_id, now_iso, write_record
-    from bench_assets.store import ArtifactStore
+    from bench_assets.defs.cells import candidate_overlay, cell_metadata
+    from bench_assets.defs.inputs import incumbent_skills
+    from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
+    from bench_assets.defs.resources import BenchResource, latest_metadata
+    from bench_assets.driver.instance import materialize
+    from bench_assets.kernel.hashing import sha256_json
+    from bench_assets.kernel.store import ArtifactStore
+    from bench_assets.tasks.catalog import load_benchmark
 
     done = work / f"built{n}.json"
     if done.exists():  # --workdir kept from an earlier run: the same instance, not rebuilt
@@ -243,7 +243,7 @@ def build(n: int, work: Path) -> tuple[Path, Path, Path, dict[str, Path]]:
                                     "ran_because": None,
                                 }
                             )
-                            from bench_assets.records import load_record
+                            from bench_assets.cells.records import load_record
 
                             record = load_record(Path(lineage.record_path))
                             md = cell_metadata(record, Path(lineage.record_path), lineage)

@@ -55,10 +55,10 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from gate_sim import SCENARIOS, Cells, Scenario, World  # noqa: E402
 
-from bench_assets.errorkinds import ErrorKind  # noqa: E402
+from bench_assets.config.models import PolicyConfig, ReuseConfig  # noqa: E402
 from bench_assets.gate import Decision, GateInput, RunOutcome, decide  # noqa: E402
 from bench_assets.gate.models import Look  # noqa: E402
-from bench_assets.models import PolicyConfig, ReuseConfig  # noqa: E402
+from bench_assets.kernel.errorkinds import ErrorKind  # noqa: E402
 
 NOW = dt.datetime(2026, 1, 10, tzinfo=dt.UTC)
 FRESH_AT = NOW - dt.timedelta(hours=1)

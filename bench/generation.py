@@ -59,16 +59,16 @@ sys.path.insert(0, str(REPO))
 import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
-from bench_assets import runner as runner_mod  # noqa: E402
-from bench_assets import sandbox  # noqa: E402
 from bench_assets.agents.replay import Prediction, load_predictions  # noqa: E402
-from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
-from bench_assets.cells import CellInputs, build_cell_inputs  # noqa: E402
+from bench_assets.cells.pipeline import CellInputs, build_cell_inputs  # noqa: E402
+from bench_assets.config.models import ReplayAgent  # noqa: E402
 from bench_assets.driver.evolve import GEN_TAG, EvolveResult, evolve  # noqa: E402
-from bench_assets.fsutil import make_tree_writable, remove_tree  # noqa: E402
-from bench_assets.models import ReplayAgent  # noqa: E402
-from bench_assets.sanitize import template_tree  # noqa: E402
-from bench_assets.store import ArtifactStore  # noqa: E402
+from bench_assets.inputs.sanitize import template_tree  # noqa: E402
+from bench_assets.kernel.fsutil import make_tree_writable, remove_tree  # noqa: E402
+from bench_assets.kernel.store import ArtifactStore  # noqa: E402
+from bench_assets.runner import trusted as runner_mod  # noqa: E402
+from bench_assets.sandbox import process as sandbox  # noqa: E402
+from bench_assets.tasks.catalog import Benchmark, load_benchmark  # noqa: E402
 
 TARGET_BARE = 1.3
 TARGET_OVERLAP = 1.15

@@ -27,13 +27,14 @@ from typing import TypeVar
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench_assets import gitrepo, oracle, sanitize  # noqa: E402
-from bench_assets.catalog import load_benchmark  # noqa: E402
-from bench_assets.environments import EnvironmentResult, ensure_environment  # noqa: E402
-from bench_assets.graph import build_graph  # noqa: E402
-from bench_assets.inputs import CapturedOracle, benchmark_paths, bind_task  # noqa: E402
-from bench_assets.models import EnvironmentSpec  # noqa: E402
-from bench_assets.store import ArtifactStore  # noqa: E402
+from bench_assets.config.models import EnvironmentSpec  # noqa: E402
+from bench_assets.inputs import oracle, sanitize  # noqa: E402
+from bench_assets.inputs.build import CapturedOracle, benchmark_paths, bind_task  # noqa: E402
+from bench_assets.inputs.environments import EnvironmentResult, ensure_environment  # noqa: E402
+from bench_assets.inputs.graph import build_graph  # noqa: E402
+from bench_assets.kernel.store import ArtifactStore  # noqa: E402
+from bench_assets.sandbox import gitrepo  # noqa: E402
+from bench_assets.tasks.catalog import load_benchmark  # noqa: E402
 
 T = TypeVar("T")
 
@@ -159,7 +160,7 @@ def main() -> None:
             print()
             environment_timing(scratch, store, args.env_requirement, args.repeat)
     finally:
-        from bench_assets.fsutil import remove_tree
+        from bench_assets.kernel.fsutil import remove_tree
 
         remove_tree(scratch)
 

@@ -30,11 +30,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench_assets import sandbox  # noqa: E402
+from bench_assets.kernel.store import ArtifactStore  # noqa: E402
 from bench_assets.mining.documents import CandidateLine, MineReport  # noqa: E402
 from bench_assets.mining.folders import render_line  # noqa: E402
 from bench_assets.mining.importer import Options, import_commits  # noqa: E402
-from bench_assets.store import ArtifactStore  # noqa: E402
+from bench_assets.sandbox import process as sandbox  # noqa: E402
 
 BUNDLE = REPO / "tests" / "data" / "inflection.bundle"
 

@@ -66,22 +66,22 @@ sys.path.insert(0, str(REPO))
 import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
-from bench_assets import binding as binding_mod  # noqa: E402
-from bench_assets import input_state  # noqa: E402
 from bench_assets.agents.replay import cached_predictions  # noqa: E402
-from bench_assets.catalog import Benchmark, load_benchmark  # noqa: E402
-from bench_assets.cellkeys import cell_key, identity_digest  # noqa: E402
-from bench_assets.cells import SANDBOX_BACKEND, cell_identity, make_adapter  # noqa: E402
+from bench_assets.cells.cellkeys import cell_key, identity_digest  # noqa: E402
+from bench_assets.cells.pipeline import SANDBOX_BACKEND, cell_identity, make_adapter  # noqa: E402
+from bench_assets.cells.records import CellRecord, new_record_id, now_iso, write_record  # noqa: E402
+from bench_assets.config.models import ReplayAgent  # noqa: E402
+from bench_assets.decision.documents import CellMaterialization  # noqa: E402
 from bench_assets.defs.cells import cell_metadata  # noqa: E402
 from bench_assets.defs.resources import latest_metadata_by_partition  # noqa: E402
-from bench_assets.documents import CellMaterialization  # noqa: E402
 from bench_assets.driver.plan import stored_input_identities  # noqa: E402
-from bench_assets.errorkinds import ErrorKind  # noqa: E402
-from bench_assets.hashing import sha256_json, sha256_text  # noqa: E402
-from bench_assets.input_state import INPUT_ASSETS  # noqa: E402
-from bench_assets.models import ReplayAgent  # noqa: E402
-from bench_assets.records import CellRecord, new_record_id, now_iso, write_record  # noqa: E402
-from bench_assets.store import ArtifactStore  # noqa: E402
+from bench_assets.inputs import binding as binding_mod  # noqa: E402
+from bench_assets.inputs import input_state  # noqa: E402
+from bench_assets.inputs.input_state import INPUT_ASSETS  # noqa: E402
+from bench_assets.kernel.errorkinds import ErrorKind  # noqa: E402
+from bench_assets.kernel.hashing import sha256_json, sha256_text  # noqa: E402
+from bench_assets.kernel.store import ArtifactStore  # noqa: E402
+from bench_assets.tasks.catalog import Benchmark, load_benchmark  # noqa: E402
 
 DEMO = REPO / "tasks"
 DEMO_TASK = "csv-quoted-fields"
@@ -436,7 +436,7 @@ DECIDE = """
 import sys, json, time, warnings
 import dagster as dg
 warnings.filterwarnings("ignore")
-from bench_assets.catalog import load_benchmark
+from bench_assets.tasks.catalog import load_benchmark
 from bench_assets.defs import decision, resources
 from bench_assets.driver.instance import materialize_decision
 spent = []
@@ -452,8 +452,8 @@ import sys, json, warnings
 from pathlib import Path
 warnings.filterwarnings("ignore")
 import dagster as dg
-from bench_assets.catalog import load_benchmark
-from bench_assets.store import ArtifactStore
+from bench_assets.tasks.catalog import load_benchmark
+from bench_assets.kernel.store import ArtifactStore
 from bench_assets.driver.inputs import (
     input_job_tasks, input_jobs, run_pool_granularity, stale_input_tasks)
 from bench_assets.driver.instance import sync_instance

@@ -6,7 +6,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from bench_assets.aggregate import (
+from bench_assets.cells.records import CellRecord
+from bench_assets.cli.common import exit_code_for
+from bench_assets.decision.aggregate import (
     AggregateInput,
     ArmCheats,
     ArmHealth,
@@ -17,11 +19,9 @@ from bench_assets.aggregate import (
     arm_health,
     unusable_incumbent,
 )
-from bench_assets.cli.common import exit_code_for
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.errors import EvidenceError, IntegrityError
-from bench_assets.records import CellRecord
-from bench_assets.report import aggregate_markdown
+from bench_assets.decision.report import aggregate_markdown
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.errors import EvidenceError, IntegrityError
 
 GRADES: dict[ErrorKind | None, tuple[bool, bool]] = {
     None: (True, True),

@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from bench_assets import apply as apply_mod
-from bench_assets import fsutil
-from bench_assets import ledger as ledger_store
-from bench_assets.apply import (
+from bench_assets.decision import ledger as ledger_store
+from bench_assets.generation import apply as apply_mod
+from bench_assets.generation.apply import (
     APPLIED,
     TEMP_TAG,
     ApplyJournal,
@@ -22,14 +21,15 @@ from bench_assets.apply import (
     plan_application,
     recover,
 )
-from bench_assets.errors import (
+from bench_assets.kernel import fsutil
+from bench_assets.kernel.errors import (
     ApplyFailed,
     ApplyRefused,
     InputError,
     IntegrityError,
     LedgerError,
 )
-from bench_assets.hashing import sha256_bytes, sha256_json, tree_manifest
+from bench_assets.kernel.hashing import sha256_bytes, sha256_json, tree_manifest
 
 INCUMBENT = {
     "workflow/SKILL.md": b"# workflow\nold workflow text\n",

@@ -1,4 +1,4 @@
-"""Tamper canaries (bench_assets/canaries.py), tested by planting them and running pytest.
+"""Tamper canaries (bench_assets/runner/canaries.py), tested by planting them and running pytest.
 
 Every soundness claim is checked the only way that counts: plant canaries into real-looking test
 modules, run pytest on them in a subprocess, and read each test's outcome (a small reporter plugin
@@ -10,7 +10,7 @@ that maps reports to outcomes the way the trusted runner does).
   and oracle under every resolving demo replay, the SWE-bench fixture's instances under their gold
   patches, and the real-code task's upstream test suite (inflection) when it can be fetched.
 * A force-pass hook makes every canary pass; an ``__eq__``-always-true implementation makes every
-  ``==`` mutant pass; so :func:`~bench_assets.canaries.fired` sees both.
+  ``==`` mutant pass; so :func:`~bench_assets.runner.canaries.fired` sees both.
 * Names are fresh, canaries sit among the real tests with the copied test's decorators, fixtures
   and class; odd input never raises.
 """
@@ -30,10 +30,10 @@ from typing import get_args
 
 import pytest
 
-from bench_assets import canaries
-from bench_assets.canaries import Canary, CanaryOutcome, fired, judge, plant
-from bench_assets.discovery import discover_tests
-from bench_assets.runner import Outcome as RunnerOutcome
+from bench_assets.runner import canaries
+from bench_assets.runner.canaries import Canary, CanaryOutcome, fired, judge, plant
+from bench_assets.runner.trusted import Outcome as RunnerOutcome
+from bench_assets.tasks.discovery import discover_tests
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ROOT / "tasks"
@@ -1024,7 +1024,7 @@ def test_preferred_tests_get_their_mutant_first() -> None:
     whatever the random order."""
     import random as _random
 
-    from bench_assets import canaries as _c
+    from bench_assets.runner import canaries as _c
 
     src = b"".join(
         f"def test_case_{i}():\n    assert len('abc') == 3\n\n\n".encode() for i in range(6)

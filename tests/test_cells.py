@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cells import build_cell_inputs, run_cell
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.models import ArmSpec
-from bench_assets.records import CellRecord
-from bench_assets.redact import from_environment
-from bench_assets.store import ArtifactStore
+from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+from bench_assets.cells.records import CellRecord
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import from_environment
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
 from tests.conftest import make_bench, write_yaml
 
 FIXED_CALC = textwrap.dedent(

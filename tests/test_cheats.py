@@ -15,7 +15,7 @@ Two more kinds of run show the controls are real:
 * ``bare`` — nothing is restored before grading (``runner_files: keep`` and no ``protected``
   files): the defences that do not rely on restoring files must hold on their own.
 * ``nocanary`` — the demo as shipped, graded with the tamper canaries switched off
-  (``bench_assets.grading.TAMPER_CANARIES = False``): the cheats no structural check can see
+  (``bench_assets.cells.grading.TAMPER_CANARIES = False``): the cheats no structural check can see
   (``CANARY_ONLY``) resolve again there, so the canaries are what stops them, while the runner's
   own checks still flag the rest (``STRUCTURAL``) and compiled payloads still never run.
 
@@ -40,14 +40,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench_assets import grading
 from bench_assets.agents.replay import Prediction, ReplayAdapter
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cells import CellInputs, build_cell_inputs, run_cell
-from bench_assets.models import ArmSpec
-from bench_assets.records import CellRecord
-from bench_assets.redact import Redactor
-from bench_assets.store import ArtifactStore
+from bench_assets.cells import grading
+from bench_assets.cells.pipeline import CellInputs, build_cell_inputs, run_cell
+from bench_assets.cells.records import CellRecord
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
 from tests import cheat_payloads as cp
 
 # Under pytest-xdist (make test) this module stays on one worker:
@@ -856,7 +856,8 @@ def test_gold_patch_resolves_and_trips_no_canary(graded, task):
 
 
 def test_canary_switch_exists():
-    """``bench_assets.grading.TAMPER_CANARIES``: on by default (the nocanary runs turn it off)."""
+    """``bench_assets.cells.grading.TAMPER_CANARIES``: on by default (the nocanary runs turn it
+    off)."""
     assert getattr(grading, "TAMPER_CANARIES", None) is True
 
 

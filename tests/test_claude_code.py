@@ -17,12 +17,12 @@ from bench_assets.agents.claude_code import (
     judge,
     parse_stream,
 )
-from bench_assets.egress import PLACEHOLDER_CREDENTIAL
-from bench_assets.errorkinds import ErrorKind, is_excluded, is_systemic, is_valid_negative
-from bench_assets.hashing import sha256_text
-from bench_assets.models import ClaudeCodeAgent, ClaudeCodeConfig
-from bench_assets.redact import Redactor
-from bench_assets.sandbox import ExecResult
+from bench_assets.config.models import ClaudeCodeAgent, ClaudeCodeConfig
+from bench_assets.kernel.errorkinds import ErrorKind, is_excluded, is_systemic, is_valid_negative
+from bench_assets.kernel.hashing import sha256_text
+from bench_assets.sandbox.egress import PLACEHOLDER_CREDENTIAL
+from bench_assets.sandbox.process import ExecResult
+from bench_assets.sandbox.redact import Redactor
 
 FAKE = Path(__file__).resolve().parent / "fake_claude" / "claude"
 STREAMS = Path(__file__).resolve().parent / "data" / "claude_streams"
@@ -363,8 +363,8 @@ def test_a_probe_stops_at_init_and_shows_the_session_against_the_arm(tmp_path: P
 def test_pins_must_be_exact_releases_and_are_required_with_a_claude_code_arm(
     tmp_path: Path,
 ) -> None:
-    from bench_assets.catalog import load_benchmark
-    from bench_assets.errors import ValidationFailed
+    from bench_assets.kernel.errors import ValidationFailed
+    from bench_assets.tasks.catalog import load_benchmark
     from tests.conftest import make_bench
 
     for bad in ("latest", "^2.1.0", "2.1", "stable"):
@@ -728,7 +728,7 @@ def test_fake_session_reports_tokens_per_model(tmp_path: Path) -> None:
 def test_aliases_and_undated_model_ids_are_rejected_naming_a_dated_id(
     tmp_path: Path, model: str, suggestion: str
 ) -> None:
-    from bench_assets.models import check_model_id
+    from bench_assets.config.models import check_model_id
 
     with pytest.raises(ValueError, match=suggestion):
         check_model_id(model)
@@ -739,7 +739,7 @@ def test_aliases_and_undated_model_ids_are_rejected_naming_a_dated_id(
     [MODEL, "claude-sonnet-4-5@20250929", "anthropic.claude-sonnet-4-5-20250929-v1:0", "gpt-x"],
 )
 def test_dated_and_non_claude_model_ids_are_accepted(model: str) -> None:
-    from bench_assets.models import check_model_id
+    from bench_assets.config.models import check_model_id
 
     assert check_model_id(model) == model
 

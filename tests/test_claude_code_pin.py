@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from bench_assets.cli import main
-from bench_assets.planner import PriorCell, reuse_verdict
+from bench_assets.generation.planner import PriorCell, reuse_verdict
 from tests.conftest import write_yaml
 from tests.test_dagster_cells import replay_bench
 

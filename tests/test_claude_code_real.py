@@ -1,13 +1,13 @@
 """Real Claude Code sessions (from the npm registry) against a mock Messages API, on two releases.
 
 The CLI runs exactly as in a benchmark: wfbench's own install of the release
-(:mod:`bench_assets.tools`), in the sandbox with no network, reaching the model API only through
-the egress proxy, which forwards to ``tests/mock_anthropic.py`` on the host's loopback. The mock
-scripts the "model": write a file, invoke a skill, loop until the turn limit, answer 401 or 529,
-spend past the budget, try to reach another listener.
+(:mod:`bench_assets.agents.claude_install`), in the sandbox with no network, reaching the model API
+only through the egress proxy, which forwards to ``tests/mock_anthropic.py`` on the host's loopback.
+The mock scripts the "model": write a file, invoke a skill, loop until the turn limit, answer 401 or
+529, spend past the budget, try to reach another listener.
 
 Two releases: the pin (``.ci/claude-code.version``, equal to
-:data:`bench_assets.models.CLAUDE_CODE_VERSION`) runs every test here; the registry's current
+:data:`bench_assets.config.models.CLAUDE_CODE_VERSION`) runs every test here; the registry's current
 ``latest`` runs the ones marked ``both`` (the facts a new release is most likely to break). When
 ``latest`` is the pin it is tested once; when it cannot be asked for or installed its tests skip
 and say why. ``WFBENCH_CLAUDE_CODE_LATEST`` names another release to use as ``latest`` (``off``:
@@ -30,13 +30,18 @@ import pytest
 
 from bench_assets.agents.base import SessionContext, SessionResult
 from bench_assets.agents.claude_code import ClaudeCodeAdapter, parse_stream
-from bench_assets.catalog import load_benchmark
-from bench_assets.cells import build_cell_inputs, run_cell
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.models import CLAUDE_CODE_VERSION, ArmSpec, ClaudeCodeAgent, ClaudeCodeConfig
-from bench_assets.redact import Redactor
-from bench_assets.store import ArtifactStore
-from bench_assets.tools import ToolUnavailable, ensure_claude_code, registry_latest
+from bench_assets.agents.claude_install import ToolUnavailable, ensure_claude_code, registry_latest
+from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+from bench_assets.config.models import (
+    CLAUDE_CODE_VERSION,
+    ArmSpec,
+    ClaudeCodeAgent,
+    ClaudeCodeConfig,
+)
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import REPO_ROOT, make_bench
 from tests.mock_anthropic import (
     Failure,
@@ -534,6 +539,6 @@ def test_the_ci_pin_is_the_default_pin() -> None:
     """``.ci/claude-code.version`` (what CI installs) is the release wfbench suggests and uses
     for an ad hoc arm; moving one without the other would test a CLI nobody runs."""
     assert PIN == CLAUDE_CODE_VERSION, (
-        f".ci/claude-code.version ({PIN}) and bench_assets.models.CLAUDE_CODE_VERSION "
+        f".ci/claude-code.version ({PIN}) and bench_assets.config.models.CLAUDE_CODE_VERSION "
         f"({CLAUDE_CODE_VERSION}) must move together: the suggested pin is the one CI tests"
     )

@@ -49,8 +49,8 @@ import dagster as dg
 import pytest
 import yaml
 
+from bench_assets.decision.documents import load_decision
 from bench_assets.defs.cell_batch import CELL_BATCH_TAG
-from bench_assets.documents import load_decision
 from bench_assets.driver.evolve import evolve
 from bench_assets.driver.transaction import GEN_TAG
 from tests.conftest import REPO_ROOT, write_yaml
@@ -72,9 +72,7 @@ ENGINE_START_S = 60.0
 LOCK_WAIT_S = 1200.0
 SERVER_START_S = 180.0
 EVOLVE_S = 600.0
-CONTAINED = (
-    "from bench_assets.cells import ensure_contained; ensure_contained(); print('contained')"
-)
+CONTAINED = "from bench_assets.cells.pipeline import ensure_contained; ensure_contained(); print('contained')"  # noqa: E501
 
 
 @dataclass

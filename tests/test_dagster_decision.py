@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from bench_assets import gate
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.documents import load_decision
+from bench_assets.decision.documents import load_decision
 from bench_assets.driver.instance import decision_records, materialize_decision
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.store import ArtifactStore
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import DEMO_TASKS
 from tests.test_dagster_cells import cells, replay_bench, run_all
 

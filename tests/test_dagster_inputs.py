@@ -7,12 +7,12 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.definitions import defs as load_defs
 from bench_assets.defs.inputs import oracle_snapshots, sanitized_graphs, task_bindings
 from bench_assets.defs.resources import BenchResource
 from bench_assets.defs.sensors import tasks_sync_sensor
 from bench_assets.driver.instance import materialize_inputs, sync_instance
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import REPO_ROOT, add_task, make_bench
 from tests.staleness import stale_status
 
@@ -135,10 +135,10 @@ def test_changed_prompt_changes_binding_version_and_makes_downstream_stale(
 
 
 def test_drifted_pin_fails_the_materialization_before_downstream(tmp_path: Path, instance) -> None:
-    from bench_assets import binding as binding_mod
     from bench_assets.driver.instance import StepFailed
-    from bench_assets.inputs import bind_task
-    from bench_assets.store import ArtifactStore
+    from bench_assets.inputs import binding as binding_mod
+    from bench_assets.inputs.build import bind_task
+    from bench_assets.kernel.store import ArtifactStore
 
     root = make_bench(tmp_path / "tasks")
     art = tmp_path / "art"

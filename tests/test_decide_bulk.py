@@ -11,19 +11,19 @@ import dagster as dg
 import pytest
 from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
 
-from bench_assets.defs import evidence
-from bench_assets.defs.cells import cell_metadata
-from bench_assets.documents import CellMaterialization
-from bench_assets.driver.transaction import missing_evidence
-from bench_assets.manifest import (
+from bench_assets.cells.records import load_verified, write_record
+from bench_assets.decision.documents import CellMaterialization
+from bench_assets.decision.manifest import (
     ManifestCell,
     ManifestHeader,
     TaskManifest,
     write_header,
     write_task,
 )
-from bench_assets.records import load_verified, write_record
-from bench_assets.store import ArtifactStore
+from bench_assets.defs import evidence
+from bench_assets.defs.cells import cell_metadata
+from bench_assets.driver.transaction import missing_evidence
+from bench_assets.kernel.store import ArtifactStore
 from tests.test_aggregate import rec
 
 RUN = "g0001-run-0001"
@@ -126,7 +126,7 @@ def test_manifest_evidence_is_read_per_asset_in_bulk_and_every_cell_verified(
         return real(inst, asset, partitions, *a, **kw)
 
     monkeypatch.setattr(evidence, "partition_materializations_by_partition", counting)
-    from bench_assets.manifest import load_complete
+    from bench_assets.decision.manifest import load_complete
 
     manifest = load_complete(art.generation("g0001"))
     assert manifest is not None
@@ -164,7 +164,7 @@ def test_an_ad_hoc_decisions_inputs_are_read_in_bulk_and_equal_the_one_partition
     for an ad-hoc decision at 1,000 tasks)."""
     from bench_assets.defs.cells import prefetched_upstream
     from bench_assets.defs.resources import upstream_metadata
-    from bench_assets.errors import InputError
+    from bench_assets.kernel.errors import InputError
 
     assets = ("task_bindings", "oracle_snapshots", "sanitized_graphs", "task_environments")
     tasks = [f"t{i}" for i in range(12)]

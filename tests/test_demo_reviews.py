@@ -10,9 +10,9 @@ workflow arm's work.
 import datetime as dt
 import json
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.gate.review import ReviewGateInput, ReviewOutcome, decide_review
-from bench_assets.review_scoring import parse_labels, parse_review_bytes, score_review
+from bench_assets.scorers.review_scoring import parse_labels, parse_review_bytes, score_review
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import DEMO_TASKS
 
 REPLAYS = DEMO_TASKS / "replays"

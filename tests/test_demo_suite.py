@@ -1,7 +1,7 @@
 """The offline demo's intended outcomes are facts, not hopes.
 
 Every replay line in ``tasks/replays/<arm>.jsonl`` is graded here by the harness itself, exactly
-as a cell is (:mod:`bench_assets.grading`): ``run_cell`` with the replay adapter copies the
+as a cell is (:mod:`bench_assets.cells.grading`): ``run_cell`` with the replay adapter copies the
 sanitized template, applies the recorded patch with ``git apply`` in the sandbox, restores
 protected and runner files, runs ``verify`` and the hidden oracle through the trusted runner
 (per-test outcomes, the oracle staged read-only at a per-cell random path), and captures the
@@ -23,12 +23,12 @@ import pytest
 import yaml
 
 from bench_assets.agents.replay import Prediction, ReplayAdapter
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cells import CellInputs, build_cell_inputs, run_cell
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.models import ArmSpec
-from bench_assets.redact import Redactor
-from bench_assets.store import ArtifactStore
+from bench_assets.cells.pipeline import CellInputs, build_cell_inputs, run_cell
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
 
 # Under pytest-xdist (make test) this module stays on one worker:
 # the demo patches are graded once per module.

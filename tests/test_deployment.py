@@ -34,13 +34,13 @@ import dagster as dg
 import pytest
 import yaml
 
-from bench_assets.catalog import load_benchmark
+from bench_assets.decision.documents import load_cell
 from bench_assets.defs.cell_batch import CELL_BATCH_TAG
 from bench_assets.defs.inputs import BATCH_TAG, INPUT_BATCH_JOB
 from bench_assets.defs.resources import latest_metadata
-from bench_assets.documents import load_cell
 from bench_assets.driver.instance import sync_instance
 from bench_assets.driver.transaction import GEN_TAG
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import write_yaml
 from tests.pg import PgServer, free_port, pg_server  # noqa: F401  (the session fixture)
 from tests.test_dagster_cells import replay_bench

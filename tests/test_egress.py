@@ -19,15 +19,15 @@ import pytest
 
 from bench_assets.agents.base import SessionContext
 from bench_assets.agents.command import CommandAdapter
-from bench_assets.egress import (
+from bench_assets.config.models import CommandAgent
+from bench_assets.kernel.errors import ContainmentError
+from bench_assets.sandbox.egress import (
     DEFAULT_API_BASE_URL,
     ModelApiProxy,
     credential_headers,
     resolve_upstream,
 )
-from bench_assets.errors import ContainmentError
-from bench_assets.models import CommandAgent
-from bench_assets.sandbox import EGRESS_SOCKET, Isolation, SandboxSpec, run
+from bench_assets.sandbox.process import EGRESS_SOCKET, Isolation, SandboxSpec, run
 from tests.mock_anthropic import MockMessagesAPI, steps, text
 
 
@@ -245,8 +245,8 @@ def test_gateway_path_prefix_is_kept() -> None:
 def test_egress_preflight_passes_and_fails_closed_when_the_channel_is_broken(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from bench_assets import sandbox
-    from bench_assets.egress import preflight
+    from bench_assets.sandbox import process as sandbox
+    from bench_assets.sandbox.egress import preflight
 
     preflight()
     # The relay dials a socket that is not there: sessions could never reach the model API.

@@ -18,12 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from bench_assets.cli import main
-from bench_assets.environments import ENV_DEST, ensure_environment
-from bench_assets.gitrepo import resolve_commit
-from bench_assets.index_egress import IndexProxy, allowed_hosts
-from bench_assets.models import EnvironmentSpec
-from bench_assets.sandbox import Isolation, SandboxSpec, run, sandbox_env
-from bench_assets.store import ArtifactStore
+from bench_assets.config.models import EnvironmentSpec
+from bench_assets.inputs.environments import ENV_DEST, ensure_environment
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.gitrepo import resolve_commit
+from bench_assets.sandbox.index_egress import IndexProxy, allowed_hosts
+from bench_assets.sandbox.process import Isolation, SandboxSpec, run, sandbox_env
 from tests.conftest import write_yaml
 
 DEPENDENCY = "text-unidecode==1.3"
@@ -288,7 +288,7 @@ def test_the_build_sandbox_reaches_only_the_package_index(tmp_path: Path) -> Non
 def test_pyproject_requirements_cannot_smuggle_options_or_urls(
     tmp_path: Path, requirements: list[str], says: str
 ) -> None:
-    from bench_assets.errors import InputError
+    from bench_assets.kernel.errors import InputError
 
     repo = greet_repo(tmp_path, dependency=requirements[0].replace('"', "'"))
     sha = resolve_commit(repo, "HEAD")

@@ -12,14 +12,14 @@ import dagster as dg
 import pytest
 from click.testing import CliRunner
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.documents import load_decision
+from bench_assets.decision.documents import load_decision
+from bench_assets.decision.manifest import load_header
 from bench_assets.driver.evolve import evolve
 from bench_assets.driver.plan import generation_canaries, generation_tasks
-from bench_assets.manifest import load_header
-from bench_assets.progress import GenerationTally
-from bench_assets.store import ArtifactStore
+from bench_assets.generation.progress import GenerationTally
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import add_task, write_yaml
 from tests.test_dagster_cells import replay_bench
 

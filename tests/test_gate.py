@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate import (
     CanaryPair,
     Decision,
@@ -29,7 +29,7 @@ from bench_assets.gate import (
     t_cdf,
     t_quantile,
 )
-from bench_assets.models import PolicyConfig
+from bench_assets.kernel.errorkinds import ErrorKind
 
 REPO = Path(__file__).resolve().parent.parent
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)

@@ -15,19 +15,19 @@ import random
 import sys
 from typing import Any
 
-from bench_assets.binding import TaskBinding
-from bench_assets.catalog import load_benchmark
-from bench_assets.cells import InputIdentity
+from bench_assets.cells.pipeline import InputIdentity
+from bench_assets.config.models import ReuseConfig
 from bench_assets.driver import plan as plan_mod
 from bench_assets.driver.plan import generation_canaries, generation_tasks, plan_task
-from bench_assets.models import ReuseConfig
-from bench_assets.planner import (
+from bench_assets.generation.planner import (
     PlannedCell,
     PriorCell,
     choose_canaries,
     choose_gate_canaries,
     summary,
 )
+from bench_assets.inputs.binding import TaskBinding
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import DEMO_TASKS
 
 NOW = dt.datetime(2026, 11, 30, 3, 0, tzinfo=dt.UTC)

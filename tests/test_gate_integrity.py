@@ -8,13 +8,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from bench_assets.documents import DecisionDocument
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.config.models import PolicyConfig, ReviewPolicyConfig
+from bench_assets.decision.documents import DecisionDocument
+from bench_assets.decision.explain import integrity_lines
+from bench_assets.decision.report import render_html, render_markdown
 from bench_assets.gate import CheatCell, Decision, GateInput, RunOutcome, decide
-from bench_assets.gate.explain import integrity_lines
 from bench_assets.gate.review import ReviewGateInput, decide_review
-from bench_assets.models import PolicyConfig, ReviewPolicyConfig
-from bench_assets.report import render_html, render_markdown
+from bench_assets.kernel.errorkinds import ErrorKind
 from tests.test_gate import CAND, INC, PAIRED, STRICT, Cells, costs, gate, rules, runs, world
 from tests.test_gate_v2 import ONE_LOOK, V2, _reused_world
 from tests.test_review_gate import PERFECT, pair
@@ -377,7 +377,7 @@ def test_impossible_variants_are_refused_before_any_paid_work() -> None:
     a message that says why, instead of deciding insufficient_evidence after paying."""
     import pydantic
 
-    from bench_assets.models import IntegrityConfig
+    from bench_assets.config.models import IntegrityConfig
 
     assert IntegrityConfig().impossible_tasks == 0
     with pytest.raises(pydantic.ValidationError, match="not planned yet"):

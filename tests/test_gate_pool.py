@@ -6,11 +6,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from bench_assets.cellkeys import cell_key
+from bench_assets.cells.cellkeys import cell_key
+from bench_assets.decision.documents import load_decision
+from bench_assets.decision.explain import v2_lines
 from bench_assets.defs import decision as decision_defs
-from bench_assets.documents import load_decision
 from bench_assets.driver.instance import decision_records
-from bench_assets.gate.explain import v2_lines
 from tests.test_dagster_cells import cells, replay_bench, run_all
 from tests.test_dagster_decision import decide
 

@@ -8,10 +8,10 @@ from fractions import Fraction
 
 import pytest
 
+from bench_assets.config.models import PolicyConfig
+from bench_assets.decision.explain import v2_lines
 from bench_assets.gate import Decision, decide
-from bench_assets.gate.explain import v2_lines
 from bench_assets.gate.regression import adjusted, attainable
-from bench_assets.models import PolicyConfig
 from tests.test_gate import CAND, INC, costs, gate, runs, with_task, world
 
 LAST = PolicyConfig(max_looks=1)

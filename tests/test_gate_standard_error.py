@@ -8,9 +8,9 @@ from statistics import NormalDist
 
 import pytest
 
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate import Decision, decide
 from bench_assets.gate.numerics import quantile, t_quantile
-from bench_assets.models import PolicyConfig
 from tests.test_gate import CAND, INC, costs, gate, runs, world
 
 MODEL = PolicyConfig(max_looks=1)

@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate import Decision, GateInput, RunOutcome, decide
-from bench_assets.models import PolicyConfig
+from bench_assets.kernel.errorkinds import ErrorKind
 from tests.test_gate import CAND, INC, NOW, Cells, costs, gate, row, rules, runs, world
 
 ONE_LOOK = PolicyConfig(name="paired_v2", max_looks=1, top_up_runs=2)

@@ -14,9 +14,9 @@ import hashlib
 import json
 import random
 
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate import GateInput, RunOutcome, decide
-from bench_assets.models import PolicyConfig
+from bench_assets.kernel.errorkinds import ErrorKind
 
 NOW = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
 INC, CAND = "workflow", "candidate_workflow"

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.config.models import POLICY_READS, PolicyConfig
 from bench_assets.gate import Decision, RunOutcome, decide
 from bench_assets.gate.sequential import boundaries, crossing, nominal, spent
-from bench_assets.models import POLICY_READS, PolicyConfig
+from bench_assets.kernel.errorkinds import ErrorKind
 from tests.test_gate import CAND, INC, NOW, REPO, Cells, costs, gate, rules, runs, world
 from tests.test_gate_v2 import pooled
 
@@ -267,7 +267,7 @@ def test_cells_of_the_candidate_read_through_missing_and_excluded_rules() -> Non
 
 
 def test_the_power_report_says_plainly_what_a_small_suite_cannot_promise() -> None:
-    from bench_assets.gate.power import power_report, report_lines
+    from bench_assets.decision.power import power_report, report_lines
 
     small = power_report(V3, 10, 3, 1.0, 11.0)
     assert small.power_cheaper20 < 0.8 and small.max_candidate_cells == 60

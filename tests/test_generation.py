@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from dagster._utils.schedules import cron_string_iterator  # what the Schedules page computes
 
 from bench_assets.cli import main
-from bench_assets.cron import latest_tick, matches, next_tick, validate_cron
+from bench_assets.config.cron import latest_tick, matches, next_tick, validate_cron
 from bench_assets.defs import automation
 from bench_assets.defs.cell_batch import CELL_BATCH_TAG
 from bench_assets.defs.resources import BenchResource
@@ -208,7 +208,7 @@ def test_systemic_failures_are_retried_within_the_generation(tmp_path: Path) -> 
 
 
 def test_spend_cap_counts_reported_cost_bounds_unknown_cost_and_trips() -> None:
-    from bench_assets.generation import SpendCap
+    from bench_assets.generation.queue import SpendCap
 
     off = SpendCap(None)
     assert not any(off.observe("c", None, None) for _ in range(3))
@@ -244,8 +244,8 @@ def test_spend_cap_stops_scheduling_and_fails_the_generation(
 
 def test_turn_and_budget_limits_never_trip_the_outage_breaker() -> None:
     """M2: five looping sessions in a row are the arm's failures, not an outage."""
-    from bench_assets.errorkinds import ErrorKind
-    from bench_assets.generation import OutageBreaker
+    from bench_assets.generation.queue import OutageBreaker
+    from bench_assets.kernel.errorkinds import ErrorKind
 
     breaker = OutageBreaker(5)
     for kind in [ErrorKind.TURN_LIMIT] * 5 + [ErrorKind.BUDGET_LIMIT] * 5:

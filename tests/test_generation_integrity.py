@@ -29,12 +29,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from bench_assets.cells.records import load_record
 from bench_assets.cli import main
-from bench_assets.documents import load_decision
-from bench_assets.errors import RecordCorrupt
-from bench_assets.ledger import read as read_ledger
-from bench_assets.records import load_record
-from bench_assets.store import ArtifactStore
+from bench_assets.decision.documents import load_decision
+from bench_assets.decision.ledger import read as read_ledger
+from bench_assets.kernel.errors import RecordCorrupt
+from bench_assets.kernel.store import ArtifactStore
 from tests.conftest import add_task, write_yaml
 from tests.test_dagster_cells import fix_patch, replay_bench
 from tests.test_generation import QUEUED_INSTANCE
@@ -534,7 +534,7 @@ def test_a_second_writer_exits_2_naming_the_first(
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; "
-            "from bench_assets.generation import writer_lock\n"
+            "from bench_assets.generation.queue import writer_lock\n"
             f"with writer_lock(Path({str(lock)!r}), 'wfbench evolve (the first)'):\n"
             "    print('held', flush=True); time.sleep(120)",
         ],
@@ -877,8 +877,8 @@ def test_report_never_shows_an_older_generations_report_as_the_latest(
 
 
 def test_apply_leftovers_never_enter_the_incumbent_snapshot(tmp_path: Path) -> None:
-    from bench_assets.errors import InputError
-    from bench_assets.skills import describe
+    from bench_assets.inputs.skills import describe
+    from bench_assets.kernel.errors import InputError
 
     root = two_task_bench(tmp_path, runs=1)
     leftover = root / "skills" / "work" / ".SKILL.md.wfbench-apply-0123456789ab.bak"

@@ -6,15 +6,15 @@ import json
 import textwrap
 from pathlib import Path
 
-from bench_assets import grading
 from bench_assets.agents.replay import Prediction, ReplayAdapter
-from bench_assets.catalog import load_benchmark
-from bench_assets.cells import build_cell_inputs, run_cell
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.models import ArmSpec
-from bench_assets.records import CellRecord
-from bench_assets.redact import Redactor
-from bench_assets.store import ArtifactStore
+from bench_assets.cells import grading
+from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+from bench_assets.cells.records import CellRecord
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import make_bench
 
 FIX = "open('calc/__init__.py', 'w').write('def add(a, b):\\n    return a + b\\n')\n"
@@ -210,7 +210,7 @@ def test_a_mutant_passing_beside_its_failing_original_is_an_honest_coincidence()
     ``side + side`` gives area(3) == 6, a mutant of ``== 9`` may ask for 6): the real test fails,
     so that mutant proves nothing. A forgery passes the original too; an always-fails canary
     that passed is evidence whatever the real tests did."""
-    from bench_assets.canaries import CanaryOutcome
+    from bench_assets.runner.canaries import CanaryOutcome
 
     def mutant(outcome: str) -> CanaryOutcome:
         return CanaryOutcome(

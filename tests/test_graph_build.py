@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench_assets.catalog import load_benchmark
-from bench_assets.errors import CommandError, GraphScrubError
-from bench_assets.inputs import bind_task, build_sanitized_graph, capture_oracle
-from bench_assets.store import ArtifactStore
+from bench_assets.inputs.build import bind_task, build_sanitized_graph, capture_oracle
+from bench_assets.kernel.errors import CommandError, GraphScrubError
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import make_bench, write_yaml
 
 LIST_FILES = (

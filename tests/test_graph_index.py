@@ -1,4 +1,5 @@
-"""Tests for the built-in Python code indexer and graph scrubbing (:mod:`bench_assets.graph`)."""
+"""Tests for the built-in Python code indexer and graph scrubbing
+(:mod:`bench_assets.inputs.graph`)."""
 
 import json
 import os
@@ -11,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench_assets.errors import GraphScrubError
-from bench_assets.graph_index import (
+from bench_assets.inputs.graph_index import (
     check_graph_clean,
     find_markers,
     index_python_tree,
@@ -20,7 +20,8 @@ from bench_assets.graph_index import (
     scrub_predicate,
     write_graph,
 )
-from bench_assets.hashing import canonical_json, sha256_text
+from bench_assets.kernel.errors import GraphScrubError
+from bench_assets.kernel.hashing import canonical_json, sha256_text
 
 ORACLE_MARKER = ".wfbench-oracle-"
 ORACLE_FILE_MARKER = "test_oracle_x"
@@ -419,7 +420,7 @@ def test_module_entry_point_matches_in_process_result(tmp_path: Path) -> None:
     root = _make_scrub_tree(tmp_path / "repo")
     out = tmp_path / "out"
     res = subprocess.run(
-        [sys.executable, "-m", "bench_assets.graph_index", str(root), str(out)],
+        [sys.executable, "-m", "bench_assets.inputs.graph_index", str(root), str(out)],
         capture_output=True,
         text=True,
         check=False,
@@ -435,7 +436,7 @@ def test_module_entry_point_matches_in_process_result(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "bench_assets.graph_index",
+            "bench_assets.inputs.graph_index",
             str(root),
             str(scrubbed_out),
             "--marker",

@@ -35,11 +35,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
 from bench_assets.mining import history, leaks
 from bench_assets.mining.documents import MinedTask, MineReport
 from bench_assets.mining.folders import GOLD_FILE
+from bench_assets.tasks.catalog import load_benchmark
 
 # Under pytest-xdist (make test) this module stays on one worker:
 # the mined history is imported once per module.

@@ -6,18 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from bench_assets import binding as binding_mod
-from bench_assets import gitrepo, oracle, sanitize
-from bench_assets.catalog import load_benchmark
-from bench_assets.errors import (
+from bench_assets.config.models import LimitsConfig
+from bench_assets.inputs import binding as binding_mod
+from bench_assets.inputs import oracle, sanitize
+from bench_assets.inputs.build import (
+    benchmark_paths,
+    bind_task,
+    build_sanitized_graph,
+    capture_oracle,
+)
+from bench_assets.kernel.errors import (
     BindingDriftError,
     BindingError,
     OracleCaptureError,
     SanitizeError,
 )
-from bench_assets.inputs import benchmark_paths, bind_task, build_sanitized_graph, capture_oracle
-from bench_assets.models import LimitsConfig
-from bench_assets.store import ArtifactStore
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox import gitrepo
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import make_bench, write_yaml
 
 

@@ -14,8 +14,6 @@ import dagster as dg
 import pytest
 import yaml
 
-from bench_assets import input_state
-from bench_assets.catalog import load_benchmark
 from bench_assets.defs.inputs import CODE_VERSIONS, task_bindings
 from bench_assets.defs.resources import BenchResource, latest_metadata_by_partition
 from bench_assets.driver import evolve as evolve_mod
@@ -23,7 +21,9 @@ from bench_assets.driver.inputs import input_job_tasks, input_jobs, input_status
 from bench_assets.driver.instance import sync_instance
 from bench_assets.driver.paying import CellPayer
 from bench_assets.driver.runqueue import InProcessExecutor
-from bench_assets.progress import GenerationTally
+from bench_assets.generation.progress import GenerationTally
+from bench_assets.inputs import input_state
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import make_bench
 from tests.staleness import stale_status
 

@@ -9,11 +9,8 @@ from typing import Any
 
 import pytest
 
-from bench_assets import ledger
-from bench_assets.errors import IntegrityError, LedgerError
-from bench_assets.fsutil import atomic_write_bytes
-from bench_assets.hashing import canonical_json, sha256_json
-from bench_assets.ledger import (
+from bench_assets.decision import ledger
+from bench_assets.decision.ledger import (
     GENESIS,
     LedgerHead,
     append,
@@ -24,6 +21,9 @@ from bench_assets.ledger import (
     verify,
     verify_bytes,
 )
+from bench_assets.kernel.errors import IntegrityError, LedgerError
+from bench_assets.kernel.fsutil import atomic_write_bytes
+from bench_assets.kernel.hashing import canonical_json, sha256_json
 
 DECISIONS = ["promote", "keep_incumbent", "insufficient_evidence", "promote"]
 
@@ -831,9 +831,9 @@ def test_a_schema_1_decision_document_still_loads_and_schema_2_needs_its_kind(
     import datetime as dt
 
     from bench_assets import gate
-    from bench_assets.documents import DecisionDocument, load_decision
-    from bench_assets.errors import InputError
-    from bench_assets.models import PolicyConfig
+    from bench_assets.config.models import PolicyConfig
+    from bench_assets.decision.documents import DecisionDocument, load_decision
+    from bench_assets.kernel.errors import InputError
 
     now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     decision = gate.decide(

@@ -1,7 +1,7 @@
 """Per-arm MCP servers and plugin folders, and the bundled code-graph server.
 
-The protocol tests drive :mod:`bench_assets.mcp_code_graph` in process; the real-CLI tests run
-the pinned Claude Code CLI in the sandbox against the mock Messages API (see
+The protocol tests drive :mod:`bench_assets.agents.mcp_code_graph` in process; the real-CLI tests
+run the pinned Claude Code CLI in the sandbox against the mock Messages API (see
 ``tests/test_claude_code_real.py``) and check that the server is listed, connected, in
 ``system/init`` and answers a tool call from inside the sandbox.
 """
@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from bench_assets import mcp_code_graph
+from bench_assets.agents import mcp_code_graph
 from bench_assets.agents.arm_tools import CODE_GRAPH_DATA, CODE_GRAPH_SCRIPT, ArmTools
 from bench_assets.agents.base import SessionContext
 from bench_assets.agents.claude_code import ClaudeCodeAdapter, parse_stream
 from bench_assets.agents.claude_stream import Expectations, check_init
-from bench_assets.errors import ContainmentError
-from bench_assets.graph_index import index_python_tree
-from bench_assets.models import ClaudeCodeAgent
+from bench_assets.config.models import ClaudeCodeAgent
+from bench_assets.inputs.graph_index import index_python_tree
+from bench_assets.kernel.errors import ContainmentError
 from tests.mock_anthropic import MockMessagesAPI, steps, text, tool_results, tool_use
 from tests.test_claude_code_real import KEY, MODEL, _workdir, claude_cli  # noqa: F401
 

@@ -6,12 +6,12 @@ from pathlib import Path
 import pytest
 
 from bench_assets.agents.base import Usage
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cells import arm_identity, build_cell_inputs, cell_identity, make_adapter
-from bench_assets.errorkinds import ErrorKind, is_excluded
-from bench_assets.models import ArmSpec
-from bench_assets.phases import render_prompt, sum_usage
-from bench_assets.store import ArtifactStore
+from bench_assets.agents.phases import render_prompt, sum_usage
+from bench_assets.cells.pipeline import arm_identity, build_cell_inputs, cell_identity, make_adapter
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.errorkinds import ErrorKind, is_excluded
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
 from tests.conftest import make_bench
 from tests.test_cells import FIXED_CALC, cell
 

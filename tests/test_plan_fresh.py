@@ -6,11 +6,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.driver.instance import sync_instance
 from bench_assets.driver.plan import plan_cells
-from bench_assets.planner import PriorCell, plan_generation
-from bench_assets.store import ArtifactStore
+from bench_assets.generation.planner import PriorCell, plan_generation
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import add_task
 from tests.test_dagster_cells import replay_bench
 

@@ -5,16 +5,16 @@ from typing import Any
 
 import pytest
 
-from bench_assets.cellkeys import identity_digest
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.generation import OutageBreaker, next_candidate, next_generation
-from bench_assets.planner import (
+from bench_assets.cells.cellkeys import identity_digest
+from bench_assets.generation.planner import (
     PriorCell,
     choose_canaries,
     identity_diff,
     plan_generation,
     summary,
 )
+from bench_assets.generation.queue import OutageBreaker, next_candidate, next_generation
+from bench_assets.kernel.errorkinds import ErrorKind
 
 NOW = dt.datetime(2026, 11, 28, 3, 0, tzinfo=dt.UTC)
 
@@ -232,7 +232,7 @@ def test_an_excluded_candidate_cell_is_paid_again_never_reused(kind: ErrorKind) 
 
 
 def test_an_insufficient_candidate_stays_queued_behind_fresh_ones() -> None:
-    from bench_assets.generation import next_candidate_requeue
+    from bench_assets.generation.queue import next_candidate_requeue
 
     queue = ["c1", "c2", "c3"]
     # c1 was insufficient: the never-evaluated c2 goes first, then c1 again.

@@ -17,7 +17,7 @@ from typing import Any
 import dagster as dg
 import yaml
 
-from bench_assets.documents import load_decision
+from bench_assets.decision.documents import load_decision
 from bench_assets.driver.evolve import evolve
 from tests.conftest import write_yaml
 from tests.pg import PgServer, pg_server  # noqa: F401  (the session fixture)

@@ -1,10 +1,10 @@
 """The UI shows the power report next to a gate v3 decision (issue 23, item 5): the report for
-the suite the decision was taken on, computed in the pure core (bench_assets/gate/power.py)."""
+the suite the decision was taken on, computed in the pure core (bench_assets/decision/power.py)."""
 
+from bench_assets.config.models import PolicyConfig
+from bench_assets.decision.power import decision_report
 from bench_assets.defs.decision import _power_metadata
 from bench_assets.gate import decide
-from bench_assets.gate.power import decision_report
-from bench_assets.models import PolicyConfig
 from tests.test_gate import gate, world
 from tests.test_gate_v2 import pooled
 

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from bench_assets.agents.predictions import MAX_METADATA_BYTES, load_predictions
 from bench_assets.cli import main
-from bench_assets.errors import InputError
-from bench_assets.predictions import MAX_METADATA_BYTES, load_predictions
+from bench_assets.kernel.errors import InputError
 from tests.conftest import make_bench, write_yaml
 from tests.test_dagster_cells import fix_patch
 

@@ -2,7 +2,7 @@
 
 import io
 
-from bench_assets.progress import GenerationTally, LiveProgress
+from bench_assets.generation.progress import GenerationTally, LiveProgress
 
 
 class Clock:

@@ -8,15 +8,15 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.documents import DecisionDocument, load_decision
+from bench_assets.decision.documents import DecisionDocument, load_decision
 from bench_assets.driver.evolve import evolve
 from bench_assets.driver.instance import decision_records, latest_cells
-from bench_assets.errors import InputError
-from bench_assets.proposer import evidence_bundle, propose
-from bench_assets.redact import Redactor
-from bench_assets.store import ArtifactStore
+from bench_assets.generation.proposer import evidence_bundle, propose
+from bench_assets.kernel.errors import InputError
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import write_yaml
 from tests.test_dagster_cells import replay_bench
 
@@ -128,8 +128,8 @@ def _decision_doc(reasons: list[str]) -> DecisionDocument:
     """A stored decision document from the gate's own output, with given reasons."""
     import datetime as dt
 
+    from bench_assets.config.models import PolicyConfig
     from bench_assets.gate import GateInput, decide
-    from bench_assets.models import PolicyConfig
 
     now = dt.datetime(2026, 11, 28, tzinfo=dt.UTC)
     decision = decide(

@@ -25,13 +25,13 @@ import pytest
 import yaml
 
 from bench_assets.agents.replay import Prediction, ReplayAdapter
-from bench_assets.catalog import load_benchmark
-from bench_assets.cells import build_cell_inputs, run_cell
-from bench_assets.discovery import discover_tests
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.models import ArmSpec
-from bench_assets.redact import Redactor
-from bench_assets.store import ArtifactStore
+from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import load_benchmark
+from bench_assets.tasks.discovery import discover_tests
 from tests.conftest import make_bench, write_yaml
 
 # Under pytest-xdist (make test) this module stays on one worker:

@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from bench_assets.cli import main
-from bench_assets.redact import REDACTED, Redactor
+from bench_assets.sandbox.redact import REDACTED, Redactor
 from tests.conftest import write_yaml
 from tests.test_dagster_cells import replay_bench
 

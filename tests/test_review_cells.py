@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.errorkinds import ErrorKind, is_excluded, is_systemic
-from bench_assets.models import ArmSpec
-from bench_assets.store import ArtifactStore
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.errorkinds import ErrorKind, is_excluded, is_systemic
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
 from tests.conftest import add_task, make_bench
 from tests.test_cells import cell
 from tests.test_claude_code_real import claude_cli  # noqa: F401
@@ -189,7 +189,7 @@ def test_applicability_and_pairing_rules(bench: Benchmark) -> None:
 
 
 def test_labels_that_do_not_parse_fail_validation_before_any_cell(tmp_path: Path) -> None:
-    from bench_assets.errors import ValidationFailed
+    from bench_assets.kernel.errors import ValidationFailed
 
     root = make_bench(tmp_path / "tasks")
     d = add_task(
@@ -211,8 +211,8 @@ def test_real_cli_writes_its_review_outside_the_read_only_worktree(
     """The real CLI in a review session: the review lands in /review-output; edits are refused."""
     from bench_assets.agents.base import SessionContext
     from bench_assets.agents.claude_code import ClaudeCodeAdapter
-    from bench_assets.models import ClaudeCodeAgent
-    from bench_assets.review_cells import grade_review, new_output_dir
+    from bench_assets.cells.review_cells import grade_review, new_output_dir
+    from bench_assets.config.models import ClaudeCodeAgent
     from tests.mock_anthropic import MockMessagesAPI, steps, tool_use
     from tests.test_claude_code_real import KEY, MODEL, _workdir
 

@@ -3,10 +3,10 @@
 import datetime as dt
 import random
 
-from bench_assets.errorkinds import ErrorKind
+from bench_assets.config.models import ReviewPolicyConfig
 from bench_assets.gate.review import ReviewGateInput, ReviewOutcome, decide_review
-from bench_assets.models import ReviewPolicyConfig
-from bench_assets.review_scoring import Finding, Label, ReviewOutput, score_review
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.scorers.review_scoring import Finding, Label, ReviewOutput, score_review
 
 NOW = dt.datetime(2026, 11, 30, tzinfo=dt.UTC)
 DEFECT = [Label(id="l1", severity="high", path="a.py", line_start=3, line_end=4, category="bug")]
@@ -169,9 +169,9 @@ def test_outcome_order_never_changes_the_decision() -> None:
 def test_an_overlay_of_the_review_skill_needs_the_review_decision_too(tmp_path) -> None:
     from types import SimpleNamespace
 
-    from bench_assets.catalog import load_benchmark
+    from bench_assets.decision.documents import DecisionDocument
     from bench_assets.defs.decision import required_reviews
-    from bench_assets.documents import DecisionDocument
+    from bench_assets.tasks.catalog import load_benchmark
     from tests.conftest import make_bench
 
     root = make_bench(tmp_path / "tasks")

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from bench_assets.review_scoring import (
+from bench_assets.scorers.review_scoring import (
     Finding,
     Label,
     ReviewArtifactInvalid,

@@ -12,18 +12,25 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from bench_assets import hygiene, runner
 from bench_assets.agents.replay import Prediction, ReplayAdapter
-from bench_assets.catalog import collect_issues, load_benchmark
-from bench_assets.cells import build_cell_inputs, run_cell
-from bench_assets.discovery import discover_tests
-from bench_assets.errorkinds import ErrorKind, is_valid_negative
-from bench_assets.fsutil import make_tree_writable
-from bench_assets.models import ArmSpec, OracleSpec, TaskSpec
-from bench_assets.redact import Redactor
-from bench_assets.runner import ExpectedTest, Report, judge_oracle, judge_verify, parse_report
-from bench_assets.sandbox import ExecResult
-from bench_assets.store import ArtifactStore
+from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+from bench_assets.config.models import ArmSpec, OracleSpec, TaskSpec
+from bench_assets.kernel.errorkinds import ErrorKind, is_valid_negative
+from bench_assets.kernel.fsutil import make_tree_writable
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.runner import hygiene
+from bench_assets.runner import trusted as runner
+from bench_assets.runner.trusted import (
+    ExpectedTest,
+    Report,
+    judge_oracle,
+    judge_verify,
+    parse_report,
+)
+from bench_assets.sandbox.process import ExecResult
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import collect_issues, load_benchmark
+from bench_assets.tasks.discovery import discover_tests
 from tests.conftest import TASK, make_bench, write_yaml
 
 # --------------------------------------------------------------------------------------------
@@ -409,7 +416,7 @@ def test_hygiene_restores_removes_and_records(tmp_path: Path) -> None:
 def test_restoring_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
     """Attack: the agent replaces the folder of a protected/runner file by a symlink to a host
     folder, hoping the harness (outside the sandbox) writes the restored file there."""
-    from bench_assets.worktree import CellWorktree, restore_protected
+    from bench_assets.cells.worktree import CellWorktree, restore_protected
 
     root, host = tmp_path / "wt", tmp_path / "host"
     (root / "tests").mkdir(parents=True)

@@ -1,7 +1,7 @@
 """The trusted runner's in-process defences, attack by attack, in the real sandbox.
 
 Each attack is what a patch could leave in the worktree — package code that runs in the same
-interpreter as pytest — run through ``bench_assets/pytest_runner.py`` exactly as the harness
+interpreter as pytest — run through ``bench_assets/runner/pytest_runner.py`` exactly as the harness
 starts it (``<python> -I runner.py``, the specification on stdin, the worktree read-only, offline).
 Every attack is shown to work (the failing test is reported *passed*, or the hidden code runs when
 allowed) and to be flagged in the end line's ``tampered`` list, which fails the phase. The
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from bench_assets.runner import RUNNER_SOURCE, Report, parse_report, read_report
-from bench_assets.sandbox import ExecResult, Isolation, Mount, SandboxSpec, run, sandbox_env
+from bench_assets.runner.trusted import RUNNER_SOURCE, Report, parse_report, read_report
+from bench_assets.sandbox.process import ExecResult, Isolation, Mount, SandboxSpec, run, sandbox_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "tasks"

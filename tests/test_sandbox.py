@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench_assets import sandbox
-from bench_assets.errors import ContainmentError
-from bench_assets.sandbox import Isolation, Mount, SandboxSpec, preflight, run
+from bench_assets.kernel.errors import ContainmentError
+from bench_assets.sandbox import process as sandbox
+from bench_assets.sandbox.process import Isolation, Mount, SandboxSpec, preflight, run
 
 PY = sys.executable
 
@@ -167,7 +167,7 @@ def test_unsafe_mode_is_refused_under_ci(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_unsafe_mode_warns_and_runs_on_the_host(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import bench_assets.sandbox as sb
+    import bench_assets.sandbox.process as sb
 
     monkeypatch.setenv("WFBENCH_UNSAFE_NO_SANDBOX", "1")
     monkeypatch.delenv("CI", raising=False)

@@ -14,11 +14,10 @@ import pytest
 import yaml
 
 from bench_assets.agents import replay
-from bench_assets.catalog import load_benchmark
-from bench_assets.cells import build_cell_inputs, make_adapter
+from bench_assets.cells.pipeline import build_cell_inputs, make_adapter
+from bench_assets.decision.documents import load_aggregate_set
 from bench_assets.defs import resources
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
-from bench_assets.documents import load_aggregate_set
 from bench_assets.driver.instance import (
     latest_cells,
     materialize_cells,
@@ -28,8 +27,9 @@ from bench_assets.driver.instance import (
     sync_instance,
 )
 from bench_assets.driver.plan import plan_cells, plan_task, prior_cells, stored_input_identities
-from bench_assets.errors import InputError, ValidationFailed
-from bench_assets.store import ArtifactStore
+from bench_assets.kernel.errors import InputError, ValidationFailed
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import add_task, make_bench
 from tests.test_dagster_cells import replay_bench
 
@@ -235,7 +235,7 @@ def test_planning_reads_stored_inputs_and_matches_building_them(
     assert stored == {t: built[t].identity() for t in bench.task_ids()}
 
     # Planning every task at once builds nothing and plans exactly what per-task planning does.
-    import bench_assets.cells as cells_mod
+    import bench_assets.cells.pipeline as cells_mod
 
     def no_build(*a, **kw):
         raise AssertionError("planning rebuilt inputs")

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from bench_assets import schema
-from bench_assets.models import BenchConfig, check_model_id, validate_cron
-from bench_assets.sync import is_valid_partition_key, plan_sync
+from bench_assets.config import schema
+from bench_assets.config.models import BenchConfig, check_model_id, validate_cron
+from bench_assets.tasks.sync import is_valid_partition_key, plan_sync
 from tests.conftest import BENCH, DEMO_TASKS
 
 

@@ -10,15 +10,8 @@ import dagster as dg
 import pytest
 import yaml
 
-from bench_assets.defs.cells import bench_cell_keys
-from bench_assets.documents import load_decision
-from bench_assets.driver import paying
-from bench_assets.driver.evolve import evolve
-from bench_assets.driver.instance import decision_records
-from bench_assets.driver.looks import _repay
-from bench_assets.errors import InputError
-from bench_assets.gate.models import Look
-from bench_assets.manifest import (
+from bench_assets.decision.documents import load_decision
+from bench_assets.decision.manifest import (
     LookRecord,
     ManifestCell,
     TaskManifest,
@@ -28,6 +21,13 @@ from bench_assets.manifest import (
     write_look,
     write_task,
 )
+from bench_assets.defs.cells import bench_cell_keys
+from bench_assets.driver import paying
+from bench_assets.driver.evolve import evolve
+from bench_assets.driver.instance import decision_records
+from bench_assets.driver.looks import _repay
+from bench_assets.gate.models import Look
+from bench_assets.kernel.errors import InputError
 from tests.conftest import make_bench, write_yaml
 from tests.test_dagster_cells import fix_patch
 
@@ -211,7 +211,7 @@ def _look(cells: list[ManifestCell], look: int = 1) -> LookRecord:
 def test_drift_re_plans_reused_comparator_cells_fresh_and_merging_is_idempotent(
     tmp_path: Path,
 ) -> None:
-    from bench_assets.manifest import ManifestHeader, write_header
+    from bench_assets.decision.manifest import ManifestHeader, write_header
 
     folder = tmp_path / "g0002"
     write_header(

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.skill_eval import SkillEvalGrading
-from bench_assets.skill_graders import JudgeVerdict, grade_run, parse_transcript
+from bench_assets.scorers.skill_eval import SkillEvalGrading
+from bench_assets.scorers.skill_graders import JudgeVerdict, grade_run, parse_transcript
+from bench_assets.tasks.catalog import load_benchmark
 from tests.data.skill_eval.demo import CASE_NAMES
 from tests.data.skill_eval.record_csvreport import ARMS, all_runs
 
@@ -175,7 +175,7 @@ def test_bom_crlf_and_dot_slash_paths_read_as_written(tmp_path: Path) -> None:
     into prompt text, and ``./report.md`` names the workspace's report.md."""
     import shutil
 
-    from bench_assets.skill_eval_import import import_plugin
+    from bench_assets.tasks.skill_eval_import import import_plugin
 
     plugin = tmp_path / "csvreport"
     shutil.copytree(PLUGIN, plugin)
@@ -213,9 +213,9 @@ def test_the_demo_suite_decides_promote_from_the_recorded_runs(tasks: Path) -> N
     about a quarter cheaper (no exploratory glob), so the single look answers promote."""
     from datetime import UTC, datetime
 
+    from bench_assets.config.models import PolicyConfig
     from bench_assets.gate import decide
     from bench_assets.gate.models import GateInput, RunOutcome
-    from bench_assets.models import PolicyConfig
 
     now = datetime.now(UTC)
     outcomes = []

@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from bench_assets.cli import main
-from bench_assets.skill_eval_import import import_plugin
+from bench_assets.tasks.skill_eval_import import import_plugin
 
 DATA = Path(__file__).parent / "data" / "skill_eval"
 T = DATA / "transcripts"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from bench_assets.models import CLAUDE_CODE_VERSION
-from bench_assets.skill_eval import SkillEvalGrading
-from bench_assets.skill_eval_cell import created_paths, skill_error_kind, tree_reader
-from bench_assets.skill_graders import (
+from bench_assets.cells.skill_eval_cell import created_paths, skill_error_kind, tree_reader
+from bench_assets.config.models import CLAUDE_CODE_VERSION
+from bench_assets.scorers.skill_eval import SkillEvalGrading
+from bench_assets.scorers.skill_graders import (
     RunGrade,
     glob_regex,
     grade_run,
@@ -214,8 +214,8 @@ def test_a_crashed_session_is_a_session_error_never_a_did_not_trigger() -> None:
 
 
 def test_cell_error_kinds_follow_the_reference() -> None:
-    from bench_assets.errorkinds import ErrorKind
-    from bench_assets.grading import Grade
+    from bench_assets.cells.grading import Grade
+    from bench_assets.kernel.errorkinds import ErrorKind
 
     ok, fired, crash = (
         run(PATCH_TO_NOTES, "patch-with"),

@@ -10,15 +10,15 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench_assets.catalog import load_benchmark
+from bench_assets.cells.records import CellRecord
 from bench_assets.cli import main
 from bench_assets.cli.suites import plugin_eval_export
-from bench_assets.errors import InputError
-from bench_assets.records import CellRecord
-from bench_assets.skill_eval import SkillEvalGrading
-from bench_assets.skill_eval_creator import import_skill_creator
-from bench_assets.skill_eval_export import case_scores, plugin_eval_table
-from bench_assets.skill_eval_import import import_plugin
+from bench_assets.exports.plugin_eval import case_scores, plugin_eval_table
+from bench_assets.kernel.errors import InputError
+from bench_assets.scorers.skill_eval import SkillEvalGrading
+from bench_assets.tasks.catalog import load_benchmark
+from bench_assets.tasks.skill_eval_creator import import_skill_creator
+from bench_assets.tasks.skill_eval_import import import_plugin
 from tests.test_skill_eval_graders import PATCH_TO_NOTES, UNRELATED
 
 DATA = Path(__file__).parent / "data" / "skill_eval"
@@ -347,7 +347,7 @@ def test_a_case_max_turns_caps_the_claude_code_session(tmp_path: Path) -> None:
     """The case's max_turns (carried into task.yaml) replaces the arm's --max-turns."""
     from bench_assets.agents.base import SessionContext
     from bench_assets.agents.claude_code import ClaudeCodeAdapter
-    from bench_assets.models import ClaudeCodeAgent, ClaudeCodeConfig
+    from bench_assets.config.models import ClaudeCodeAgent, ClaudeCodeConfig
 
     adapter = ClaudeCodeAdapter(
         ClaudeCodeAgent(adapter="claude-code", max_turns=30), cli=ClaudeCodeConfig()

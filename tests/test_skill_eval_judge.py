@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 import yaml
 
-from bench_assets.catalog import ValidationFailed, load_benchmark
-from bench_assets.errors import InputError
-from bench_assets.judge import MessagesJudge, decide, focus_text, parse_vote, vote_cost
-from bench_assets.models import JudgeConfig
-from bench_assets.records import CellRecord
-from bench_assets.skill_eval import SkillEvalGrading
-from bench_assets.skill_eval_export import grader_lines, judge_agreement
-from bench_assets.skill_eval_import import import_plugin
-from bench_assets.skill_graders import grade_run, parse_transcript
+from bench_assets.cells.records import CellRecord
+from bench_assets.config.models import JudgeConfig
+from bench_assets.exports.plugin_eval import grader_lines, judge_agreement
+from bench_assets.kernel.errors import InputError
+from bench_assets.scorers.judge import MessagesJudge, decide, focus_text, parse_vote, vote_cost
+from bench_assets.scorers.skill_eval import SkillEvalGrading
+from bench_assets.scorers.skill_graders import grade_run, parse_transcript
+from bench_assets.tasks.catalog import ValidationFailed, load_benchmark
+from bench_assets.tasks.skill_eval_import import import_plugin
 from tests.mock_anthropic import Failure, MockMessagesAPI, Reply, text
 
 DATA = Path(__file__).parent / "data" / "skill_eval"

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import yaml
 
-from bench_assets.catalog import load_benchmark
-from bench_assets.cells import build_cell_inputs, run_cell
-from bench_assets.models import ArmSpec
-from bench_assets.redact import Redactor
-from bench_assets.skill_eval_import import import_plugin
-from bench_assets.store import ArtifactStore
+from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+from bench_assets.config.models import ArmSpec
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import load_benchmark
+from bench_assets.tasks.skill_eval_import import import_plugin
 from tests.data.skill_eval.record_transcripts import KEY, MODEL, PLUGIN, SCENARIOS
 from tests.mock_anthropic import MockMessagesAPI
 from tests.test_claude_code_real import claude_cli  # noqa: F401  (the pinned CLI fixture)
 
 
 def test_a_live_cell_is_graded_by_the_hidden_graders(tmp_path: Path, claude_cli: Path) -> None:  # noqa: F811
-    from bench_assets.models import CLAUDE_CODE_VERSION
+    from bench_assets.config.models import CLAUDE_CODE_VERSION
 
     tasks = tmp_path / "tasks"
     import_plugin(PLUGIN, tasks)

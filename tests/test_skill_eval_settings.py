@@ -17,14 +17,24 @@ import yaml
 
 from bench_assets.agents.base import SessionContext
 from bench_assets.agents.claude_code import ClaudeCodeAdapter, granted_tools, parse_stream
-from bench_assets.binding import TaskBinding
-from bench_assets.catalog import collect_issues, load_benchmark
-from bench_assets.cells import InputIdentity, build_cell_inputs, cell_identity, make_adapter
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.errors import InputError
-from bench_assets.models import CLAUDE_CODE_VERSION, ArmSpec, ClaudeCodeAgent, ClaudeCodeConfig
-from bench_assets.skill_eval_import import import_plugin
-from bench_assets.skill_eval_tasks import case_session
+from bench_assets.cells.pipeline import (
+    InputIdentity,
+    build_cell_inputs,
+    cell_identity,
+    make_adapter,
+)
+from bench_assets.config.models import (
+    CLAUDE_CODE_VERSION,
+    ArmSpec,
+    ClaudeCodeAgent,
+    ClaudeCodeConfig,
+)
+from bench_assets.inputs.binding import TaskBinding
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.errors import InputError
+from bench_assets.tasks.catalog import collect_issues, load_benchmark
+from bench_assets.tasks.skill_eval_import import import_plugin
+from bench_assets.tasks.skill_eval_tasks import case_session
 from tests.data.skill_eval.record_transcripts import PLUGIN
 from tests.test_claude_code_real import claude_cli  # noqa: F401  (the pinned CLI fixture)
 
@@ -272,9 +282,9 @@ def test_real_cli_gets_the_case_model_prompt_tools_and_env(
     """The pinned CLI against the mock API, through an imported case's cell: the API sees the
     case's model, its appended system prompt, only its tools; a tool it did not grant is refused;
     its EVAL_* variable is in the session's environment."""
-    from bench_assets.cells import run_cell
-    from bench_assets.redact import Redactor
-    from bench_assets.store import ArtifactStore
+    from bench_assets.cells.pipeline import run_cell
+    from bench_assets.kernel.store import ArtifactStore
+    from bench_assets.sandbox.redact import Redactor
     from tests.mock_anthropic import MockMessagesAPI, steps, text, tool_results, tool_use
 
     plugin = _plugin(
@@ -338,7 +348,7 @@ def test_real_cli_gets_the_case_model_prompt_tools_and_env(
 
 
 def test_a_fresh_bench_pins_the_model_the_cases_name(tmp_path: Path) -> None:
-    from bench_assets.skill_eval_tasks import ensure_bench
+    from bench_assets.tasks.skill_eval_tasks import ensure_bench
 
     tasks = tmp_path / "tasks"
     import_plugin(_plugin(tmp_path, f"model: {OTHER}\n"), tasks)

@@ -8,10 +8,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli import main
-from bench_assets.errors import InputError
-from bench_assets.swebench import GOLD_FILE, import_instances, load_instances
+from bench_assets.kernel.errors import InputError
+from bench_assets.tasks.catalog import load_benchmark
+from bench_assets.tasks.swebench import GOLD_FILE, import_instances, load_instances
 from tests.swebench_fixture import build, write_jsonl
 
 IDS = ["acme__shapes-1", "acme__shapes-2", "acme__shapes-3"]

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from bench_assets import gate
 from bench_assets.agents.replay import Prediction, ReplayAdapter
-from bench_assets.catalog import load_benchmark
-from bench_assets.cells import build_cell_inputs, run_cell
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.gate.explain import integrity_lines
-from bench_assets.models import ArmSpec
-from bench_assets.redact import Redactor
-from bench_assets.store import ArtifactStore
+from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+from bench_assets.config.models import ArmSpec
+from bench_assets.decision.explain import integrity_lines
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.sandbox.redact import Redactor
+from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import DEMO_TASKS
 from tests.test_dagster_decision import demo_gate_input
 

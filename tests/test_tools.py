@@ -1,4 +1,4 @@
-"""The managed Claude Code install (``bench_assets/tools.py``) without the registry.
+"""The managed Claude Code install (``bench_assets/agents/claude_install.py``) without the registry.
 
 Real installs from npm are what ``tests/test_claude_code_real.py`` runs on (its fixtures install
 the pin and the registry's latest through :func:`ensure_claude_code`); these check what an install
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_assets.tools import (
+from bench_assets.agents.claude_install import (
     INSTALL_FILE,
     ClaudeCodeInstall,
     ToolUnavailable,

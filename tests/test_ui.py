@@ -24,8 +24,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from bench_assets.cron import next_tick
-from bench_assets.documents import load_decision
+from bench_assets.config.cron import next_tick
+from bench_assets.decision.documents import load_decision
 from tests.conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow

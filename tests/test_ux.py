@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bench_assets.report import REPORT_URL_ENV, report_url
+from bench_assets.decision.report import REPORT_URL_ENV, report_url
 
 
 def test_report_link_is_served_when_a_base_url_is_set(

@@ -9,9 +9,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from bench_assets.catalog import collect_issues, load_benchmark
 from bench_assets.cli import main
-from bench_assets.errors import ValidationFailed
+from bench_assets.kernel.errors import ValidationFailed
+from bench_assets.tasks.catalog import collect_issues, load_benchmark
 from tests.conftest import add_task, make_bench, write_yaml
 
 Mutation = Callable[[Path], None]

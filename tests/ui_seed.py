@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from bench_assets import sandbox
-from bench_assets.report import REPORT_URL_ENV
+from bench_assets.decision.report import REPORT_URL_ENV
+from bench_assets.sandbox import process as sandbox
 from tests.conftest import REPO_ROOT, write_yaml
 from tests.pg import free_port
 from tests.test_dagster_cells import replay_bench

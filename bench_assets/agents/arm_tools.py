@@ -7,7 +7,7 @@ comparator arms naming it could see. Here an arm declares them in ``bench.yaml``
 * ``mcp_servers``: each becomes one stdio entry of the ``--mcp-config`` JSON, which the CLI starts
   as its own child — inside the cell's sandbox, so with no network and the same read-only system
   trees. ``--strict-mcp-config`` keeps any other configuration out. The bundled ``code-graph``
-  server (:mod:`bench_assets.mcp_code_graph`) is mounted as one read-only file at
+  server (:mod:`bench_assets.agents.mcp_code_graph`) is mounted as one read-only file at
   ``/wfbench-mcp/code_graph.py`` and serves the task's sanitized graph, mounted read-only at
   ``/wfbench-mcp/graph.json``; it runs on the harness's Python (whose tree the sandbox already
   mounts read-only). A ``command`` server's folder is mounted read-only at its own path. Servers
@@ -17,8 +17,8 @@ comparator arms naming it could see. Here an arm declares them in ``bench.yaml``
   see it.
 
 Identity: the server specs, the bundled server's source digest and every plugin folder's content
-digest (:func:`bench_assets.hashing.tree_digest`) — editing a plugin makes the arm's cells stale.
-The session must then list exactly these servers, connected, in its ``system/init`` event
+digest (:func:`bench_assets.kernel.hashing.tree_digest`) — editing a plugin makes the arm's cells
+stale. The session must then list exactly these servers, connected, in its ``system/init`` event
 (:func:`~bench_assets.agents.claude_stream.check_init`), before any model call is paid.
 """
 
@@ -27,11 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench_assets import mcp_code_graph
-from bench_assets.errors import ContainmentError
-from bench_assets.hashing import sha256_file, tree_digest
-from bench_assets.models import ClaudeCodeAgent
-from bench_assets.sandbox import Mount
+from bench_assets.agents import mcp_code_graph
+from bench_assets.config.models import ClaudeCodeAgent
+from bench_assets.kernel.errors import ContainmentError
+from bench_assets.kernel.hashing import sha256_file, tree_digest
+from bench_assets.sandbox.process import Mount
 
 MCP_DIR = "/wfbench-mcp"
 CODE_GRAPH_SCRIPT = f"{MCP_DIR}/code_graph.py"

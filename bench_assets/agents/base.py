@@ -1,10 +1,10 @@
 """The adapter interface every agent kind implements.
 
 An adapter runs one agent session in a prepared worktree and reports what happened. It never
-grades (that is :mod:`bench_assets.grading`) and never writes records (that is
-:mod:`bench_assets.cells`). Every process it starts goes through
-:func:`bench_assets.sandbox.run` with ``Isolation.SANDBOX``: the worktree is mounted read-write
-at ``/workspace`` and a private scratch folder at ``/wfbench`` (prompt file, usage file).
+grades (that is :mod:`bench_assets.cells.grading`) and never writes records (that is
+:mod:`bench_assets.cells.pipeline`). Every process it starts goes through
+:func:`bench_assets.sandbox.process.run` with ``Isolation.SANDBOX``: the worktree is mounted
+read-write at ``/workspace`` and a private scratch folder at ``/wfbench`` (prompt file, usage file).
 """
 
 from dataclasses import dataclass, field
@@ -13,8 +13,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.sandbox import WORKSPACE, ModelApiChannel, Mount, SandboxSpec
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.sandbox.process import WORKSPACE, ModelApiChannel, Mount, SandboxSpec
 
 SCRATCH = "/wfbench"
 """Where the adapter's private scratch folder is mounted inside the sandbox."""
@@ -107,12 +107,13 @@ class SessionContext:
     graph_file: Path | None = None
     """Host path of the task's sanitized code graph (served by the bundled code-graph server)."""
     env_mounts: tuple[Mount, ...] = ()
-    """The task environment (read-only; :mod:`bench_assets.environments`), if the task has one."""
+    """The task environment (read-only; :mod:`bench_assets.inputs.environments`), if the task has
+    one."""
 
     @property
     def env_vars(self) -> dict[str, str]:
         """``PYTHONPATH`` naming the task environment, so the agent's own test runs see it."""
-        from bench_assets.environments import env_pythonpath
+        from bench_assets.inputs.environments import env_pythonpath
 
         return env_pythonpath(tuple(m.dest for m in self.env_mounts))
 

@@ -25,9 +25,9 @@ What every session is, whatever the arm (so arms differ only in what they claim 
   read back from ``system/init``; a mismatch, or a permission denial of a tool the arm did not
   restrict, is an ``infra-error`` — never a valid negative with 0 files changed.
 * **The pinned release** (``agents.claude_code.version``): wfbench's own install of it
-  (:mod:`bench_assets.tools`) unless the arm names an ``executable``; either way the CLI must
-  answer ``--version`` with the pin and ``init`` must name it, else no session starts. The cell
-  identity holds the pin, never a probe.
+  (:mod:`bench_assets.agents.claude_install`) unless the arm names an ``executable``; either way the
+  CLI must answer ``--version`` with the pin and ``init`` must name it, else no session starts. The
+  cell identity holds the pin, never a probe.
 * **No skills but the arm's** (``CLAUDE_CODE_DISABLE_BUNDLED_SKILLS=1``, and since 2.1.332 the
   skills the release brings past it — ``doctor``, built-in plugins' ``plugin-authoring`` — read
   once per release from an init-only session in an empty worktree (``builtins()``) and turned
@@ -41,15 +41,15 @@ What every session is, whatever the arm (so arms differ only in what they claim 
   the arm defines. Its ``CLAUDE.md`` is kept: it is repository documentation every arm reads
   alike, as a developer's Claude Code would.
 * **Model-API-only egress**: the sandbox has no network; the CLI reaches the model API through
-  the harness's egress proxy (:mod:`bench_assets.egress`), which holds the credential — the
+  the harness's egress proxy (:mod:`bench_assets.sandbox.egress`), which holds the credential — the
   session sees only a placeholder — and holds every request until ``system/init`` has been
   checked, so a misconfigured session is stopped before a model call is paid for. Web tools are
   disallowed (``WebSearch`` runs on the API's side, ``WebFetch`` would need the network).
-* **Dated model ids only** (see :func:`bench_assets.models.check_model_id`); ``init.model`` must
-  equal the requested id. Tokens per model come from ``modelUsage``.
+* **Dated model ids only** (see :func:`bench_assets.config.models.check_model_id`); ``init.model``
+  must equal the requested id. Tokens per model come from ``modelUsage``.
 
-* **A skill-eval case's settings** (:class:`~bench_assets.skill_eval_tasks.CaseSession`, passed
-  in the context): its ``allowed_tools`` narrowed by the arm's (:func:`granted_tools`), its
+* **A skill-eval case's settings** (:class:`~bench_assets.tasks.skill_eval_tasks.CaseSession`,
+  passed in the context): its ``allowed_tools`` narrowed by the arm's (:func:`granted_tools`), its
   appended system prompt, its ``EVAL_*`` variables (set first, so no harness variable can be
   replaced; a case naming one never starts: :func:`case_problem`) and its turn cap. Its model is
   bench.yaml's (validation refuses another), so ``--model`` is unchanged.
@@ -84,6 +84,7 @@ from bench_assets.agents.base import (
     Usage,
     session_sandbox,
 )
+from bench_assets.agents.claude_install import ToolUnavailable, claude_code_home, ensure_claude_code
 from bench_assets.agents.claude_stream import (
     _MAX_INIT_BYTES,
     _MAX_SYSTEM_EVENTS_BEFORE_INIT,
@@ -104,7 +105,10 @@ from bench_assets.agents.claude_stream import (
     judge,
     parse_stream,
 )
-from bench_assets.egress import (
+from bench_assets.config.models import ClaudeCodeAgent, ClaudeCodeConfig
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.errors import ContainmentError
+from bench_assets.sandbox.egress import (
     BASE_URL_ENV,
     CREDENTIAL_HEADERS,
     PLACEHOLDER_CREDENTIAL,
@@ -112,11 +116,7 @@ from bench_assets.egress import (
     credential_headers,
     resolve_upstream,
 )
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.errors import ContainmentError
-from bench_assets.models import ClaudeCodeAgent, ClaudeCodeConfig
-from bench_assets.redact import Redactor
-from bench_assets.sandbox import (
+from bench_assets.sandbox.process import (
     WORKSPACE,
     Isolation,
     Mount,
@@ -125,7 +125,7 @@ from bench_assets.sandbox import (
     sandbox_env,
     unsafe_mode,
 )
-from bench_assets.tools import ToolUnavailable, claude_code_home, ensure_claude_code
+from bench_assets.sandbox.redact import Redactor
 
 
 def _under(path: Path, roots: tuple[str, ...]) -> bool:
@@ -314,7 +314,8 @@ class ClaudeCodeAdapter:
             spec: the arm's ``claude-code`` agent settings.
             tasks_root: the benchmark folder its ``plugin_dirs`` are relative to.
             cli: ``agents.claude_code`` of the bench (the pinned release and the built-in skill
-                policy); default: :data:`~bench_assets.models.CLAUDE_CODE_VERSION`, ``forbid``.
+                policy); default: :data:`~bench_assets.config.models.CLAUDE_CODE_VERSION`,
+                ``forbid``.
         """
         self._spec = spec
         self._tools = ArmTools(spec, tasks_root)
@@ -810,7 +811,7 @@ def granted_tools(arm: list[str] | tuple[str, ...], case: tuple[str, ...]) -> li
 
 def case_problem(ctx: SessionContext, arm_tools: list[str] | tuple[str, ...]) -> str | None:
     """Why a skill-eval case's settings cannot be honoured in this session (free, before it)."""
-    from bench_assets.skill_eval_tasks import env_key_problem
+    from bench_assets.tasks.skill_eval_tasks import env_key_problem
 
     harness = {*_SESSION_ENV, *sandbox_env(), "IS_SANDBOX", BASE_URL_ENV, *CREDENTIAL_HEADERS}
     for key in ctx.case_env:

@@ -18,8 +18,8 @@ from bench_assets.agents.base import (
     ModelUsage,
     Usage,
 )
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.sandbox import (
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.sandbox.process import (
     SANDBOX_HOME,
     ExecResult,
 )

@@ -13,12 +13,12 @@ import json
 from pydantic import ValidationError
 
 from bench_assets.agents.base import SCRATCH, SessionContext, SessionResult, Usage, session_sandbox
-from bench_assets.egress import BASE_URL_ENV, ModelApiProxy, resolve_upstream
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.errors import ContainmentError
-from bench_assets.fsutil import atomic_write_text
-from bench_assets.models import CommandAgent
-from bench_assets.sandbox import WORKSPACE, Isolation, run, sandbox_env
+from bench_assets.config.models import CommandAgent
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.errors import ContainmentError
+from bench_assets.kernel.fsutil import atomic_write_text
+from bench_assets.sandbox.egress import BASE_URL_ENV, ModelApiProxy, resolve_upstream
+from bench_assets.sandbox.process import WORKSPACE, Isolation, run, sandbox_env
 
 PROMPT_FILE = f"{SCRATCH}/prompt.md"
 USAGE_FILE = f"{SCRATCH}/usage.json"

@@ -4,8 +4,8 @@
 For a bench whose arms run the real Claude Code CLI (``adapter: claude-code``):
 
 * ``claude-code``: the release pinned in ``agents.claude_code.version`` is installed in wfbench's
-  tools cache (:mod:`bench_assets.tools`) and answers ``--version`` with exactly that release
-  (an arm's own ``executable`` too);
+  tools cache (:mod:`bench_assets.agents.claude_install`) and answers ``--version`` with exactly
+  that release (an arm's own ``executable`` too);
 * ``builtins``: the skills and plugins that release brings itself, and what the policy does with
   them (``builtin_skills: forbid`` turns them off in every session);
 * ``arm <name>``: the arm's session, started exactly as a cell starts it — its skill tree
@@ -32,23 +32,23 @@ from pydantic import BaseModel, ConfigDict
 
 from bench_assets.agents.base import SessionContext
 from bench_assets.agents.claude_code import Builtins, ClaudeCodeAdapter, InitProbe
-from bench_assets.catalog import Benchmark
-from bench_assets.egress import (
-    BASE_URL_ENV,
-    CREDENTIAL_HEADERS,
-    PLACEHOLDER_CREDENTIAL,
-    resolve_upstream,
-)
-from bench_assets.errors import ContainmentError, InputError
-from bench_assets.models import ArmSpec, ClaudeCodeAgent
-from bench_assets.phases import plan_phases
-from bench_assets.tools import (
+from bench_assets.agents.claude_install import (
     ToolUnavailable,
     claude_code_home,
     ensure_claude_code,
     npm_available,
     read_install,
 )
+from bench_assets.agents.phases import plan_phases
+from bench_assets.config.models import ArmSpec, ClaudeCodeAgent
+from bench_assets.kernel.errors import ContainmentError, InputError
+from bench_assets.sandbox.egress import (
+    BASE_URL_ENV,
+    CREDENTIAL_HEADERS,
+    PLACEHOLDER_CREDENTIAL,
+    resolve_upstream,
+)
+from bench_assets.tasks.catalog import Benchmark
 
 EMPTY_GRAPH = '{"nodes": [], "edges": []}\n'
 UPSTREAM_TIMEOUT_S = 10.0

@@ -1,9 +1,9 @@
 """The ``replay`` adapter: apply a recorded prediction instead of running an agent.
 
-Prediction files are in any common producer format (:mod:`bench_assets.predictions`: SWE-bench
-JSONL, a JSON list, a ``preds.json`` keyed by instance id, OpenHands ``output.jsonl``), optionally
-extended with ``run``, ``usage`` (the recorded tokens, cost, turns and duration; missing values
-stay unknown), ``phases`` (per phase of a multi-session arm: its patch and usage) and
+Prediction files are in any common producer format (:mod:`bench_assets.agents.predictions`:
+SWE-bench JSONL, a JSON list, a ``preds.json`` keyed by instance id, OpenHands ``output.jsonl``),
+optionally extended with ``run``, ``usage`` (the recorded tokens, cost, turns and duration; missing
+values stay unknown), ``phases`` (per phase of a multi-session arm: its patch and usage) and
 ``review_output`` (for a review arm: the text written to the review output file). The producer
 (``model_name_or_path``) is reported to the cell record. The patch is applied with ``git apply``
 inside the sandbox, so replaying untrusted predictions is as contained
@@ -24,12 +24,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from bench_assets.agents.base import SCRATCH, SessionContext, SessionResult, Usage, session_sandbox
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.errors import InputError
-from bench_assets.fsutil import atomic_write_text
-from bench_assets.hashing import sha256_json
-from bench_assets.predictions import Prediction, load_predictions
-from bench_assets.sandbox import Isolation, run, sandbox_env
+from bench_assets.agents.predictions import Prediction, load_predictions
+from bench_assets.kernel.errorkinds import ErrorKind
+from bench_assets.kernel.errors import InputError
+from bench_assets.kernel.fsutil import atomic_write_text
+from bench_assets.kernel.hashing import sha256_json
+from bench_assets.sandbox.process import Isolation, run, sandbox_env
 
 __all__ = ["Prediction", "ReplayAdapter", "cached_predictions", "load_predictions"]
 

@@ -23,7 +23,7 @@ import click
 from bench_assets import __version__
 from bench_assets.cli import cells, decision, doctor, generation, suites, tasks
 from bench_assets.cli.common import EXIT_FAILED, exit_code_for, fail
-from bench_assets.errors import ValidationFailed, WfbenchError
+from bench_assets.kernel.errors import ValidationFailed, WfbenchError
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 

@@ -6,7 +6,6 @@ from typing import Any
 
 import click
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli.common import (
     EXIT_INVALID,
     artifact_store,
@@ -22,6 +21,7 @@ from bench_assets.cli.common import (
     selected_tasks,
     tasks_option,
 )
+from bench_assets.tasks.catalog import load_benchmark
 
 
 @click.command()
@@ -63,7 +63,7 @@ def cells(
     task_ids = selected_tasks(bench, only)
     instance = open_instance()
     if do_run:
-        from bench_assets import sandbox
+        from bench_assets.sandbox import process as sandbox
 
         sandbox.preflight()
         sync_instance(instance, bench)
@@ -141,11 +141,11 @@ def grade(
     is graded by its hidden graders instead: they read the prediction's `transcript` (the run's
     `claude -p --output-format stream-json --verbose` events) and the tree the patch produced.
     """
-    from bench_assets import sandbox
     from bench_assets.agents.replay import ReplayAdapter, load_predictions
-    from bench_assets.cells import build_cell_inputs, run_cell
-    from bench_assets.models import ArmSpec
-    from bench_assets.redact import from_environment
+    from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+    from bench_assets.config.models import ArmSpec
+    from bench_assets.sandbox import process as sandbox
+    from bench_assets.sandbox.redact import from_environment
 
     bench = load_benchmark(tasks_dir)
     preds = load_predictions(predictions)
@@ -184,8 +184,8 @@ def grade(
         rows.append(record_row(record))
         records.append(record)
     if report_file is not None:
-        from bench_assets.export import swebench_report
-        from bench_assets.fsutil import atomic_write_text
+        from bench_assets.exports.results import swebench_report
+        from bench_assets.kernel.fsutil import atomic_write_text
 
         report_file.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(report_file, json.dumps(swebench_report(records), indent=2) + "\n")
@@ -232,10 +232,10 @@ def try_cell(
     """
     import shlex
 
-    from bench_assets import sandbox
-    from bench_assets.cells import build_cell_inputs, run_cell
-    from bench_assets.models import ArmSpec
-    from bench_assets.redact import from_environment
+    from bench_assets.cells.pipeline import build_cell_inputs, run_cell
+    from bench_assets.config.models import ArmSpec
+    from bench_assets.sandbox import process as sandbox
+    from bench_assets.sandbox.redact import from_environment
 
     bench = load_benchmark(tasks_dir)
     bench.task(task_id)

@@ -5,7 +5,7 @@ they run, so ``wfbench validate`` and ``wfbench --help`` stay fast.
 
 Exit codes (README section "The command line"): 0 done; 1 a run failed; 2 invalid input or
 configuration, before any paid work; 130 cancelled. :func:`exit_code_for` is the one mapping from
-an exception to its code, by its place in the :mod:`bench_assets.errors` tree.
+an exception to its code, by its place in the :mod:`bench_assets.kernel.errors` tree.
 """
 
 import os
@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from bench_assets.catalog import Benchmark
-from bench_assets.errors import ContainmentError, InputError, WfbenchError
-from bench_assets.store import ArtifactStore, default_artifact_root
+from bench_assets.kernel.errors import ContainmentError, InputError, WfbenchError
+from bench_assets.kernel.store import ArtifactStore, default_artifact_root
+from bench_assets.tasks.catalog import Benchmark
 
 if TYPE_CHECKING:
     import dagster as dg
 
-    from bench_assets.documents import CellView
+    from bench_assets.cells.records import CellRecord
+    from bench_assets.decision.documents import CellView
     from bench_assets.driver.instance import StepFailed
-    from bench_assets.records import CellRecord
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_CANCELLED = 0, 1, 2, 130
 

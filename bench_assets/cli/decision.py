@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -20,12 +19,13 @@ from bench_assets.cli.common import (
     progress,
     tasks_option,
 )
-from bench_assets.hashing import short
+from bench_assets.kernel.hashing import short
+from bench_assets.tasks.catalog import load_benchmark
 
 if TYPE_CHECKING:
     import dagster as dg
 
-    from bench_assets.documents import DecisionDocument
+    from bench_assets.decision.documents import DecisionDocument
 
 
 @click.command()
@@ -47,10 +47,10 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     insufficient_evidence all exit 0. An UNUSABLE incumbent arm fails (exit 1) after the
     evidence is written.
     """
+    from bench_assets.decision.manifest import planned_tasks
     from bench_assets.driver.instance import StepFailed, materialize_decision
     from bench_assets.driver.transaction import missing_evidence
-    from bench_assets.generation import writer_lock
-    from bench_assets.manifest import planned_tasks
+    from bench_assets.generation.queue import writer_lock
 
     bench = load_benchmark(tasks_dir)
     instance = open_instance()
@@ -116,7 +116,7 @@ def explain(generation: str, as_json: bool) -> None:
     decision document; reused evidence names the generation and run it came from. Exits 2 if
     there is no decision (for that generation) yet.
     """
-    from bench_assets.documents import load_decision
+    from bench_assets.decision.documents import load_decision
 
     md = _find_decision(open_instance(), generation)
     path = Path(str(md["decision_path"]))
@@ -152,7 +152,7 @@ def _find_decision(instance: "dg.DagsterInstance", generation: str) -> dict[str,
 
 def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
     """The human form of ``wfbench explain``."""
-    from bench_assets.report import TASK_COLUMNS, task_rows
+    from bench_assets.decision.report import TASK_COLUMNS, task_rows
 
     d = doc.decision
     basis = "ad hoc: latest records" if doc.basis == "ad_hoc" else "generation manifest"
@@ -162,8 +162,8 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
         f") as arm {d.candidate_arm} vs incumbent arm {d.incumbent_arm} "
         f"(skills {short(doc.incumbent_skills_digest)})"
     )
-    from bench_assets.gate.explain import integrity_lines, v2_lines
-    from bench_assets.models import POLICY_READS
+    from bench_assets.config.models import POLICY_READS
+    from bench_assets.decision.explain import integrity_lines, v2_lines
 
     # Exactly the settings the deciding policy reads (a field it ignores is never shown as if it
     # mattered: issue 23's margin trap).
@@ -208,10 +208,10 @@ def _print_explanation(doc: "DecisionDocument", run_id: object) -> None:
 
 def _grader_lines(e: Any) -> list[str]:
     """A skill-eval evidence cell's per-grader outcomes, from its record (else nothing)."""
+    from bench_assets.cells.records import load_record
     from bench_assets.cli.common import artifact_store
-    from bench_assets.errors import RecordCorrupt
-    from bench_assets.records import load_record
-    from bench_assets.skill_eval_export import grader_lines
+    from bench_assets.exports.plugin_eval import grader_lines
+    from bench_assets.kernel.errors import RecordCorrupt
 
     cell = (e.pooled_from or "") if e.pooled else f"{e.arm}.r{e.run}"
     try:
@@ -223,7 +223,7 @@ def _grader_lines(e: Any) -> list[str]:
 
 def _print_reviews(doc: "DecisionDocument") -> None:
     """The review decisions and their review metrics (review candidate arms only)."""
-    from bench_assets.report import REVIEW_COLUMNS, review_rows
+    from bench_assets.decision.report import REVIEW_COLUMNS, review_rows
 
     if not doc.review_decisions:
         return
@@ -301,7 +301,7 @@ def ledger() -> None:
 @json_option("Print the verification result as JSON.")
 def ledger_verify(path: Path | None, as_json: bool) -> None:
     """Check every entry's hash and the chain; exit 1 naming the first bad entry."""
-    from bench_assets import ledger as ledger_mod
+    from bench_assets.decision import ledger as ledger_mod
 
     target = path or artifact_store().ledger()
     if not target.exists():
@@ -328,8 +328,8 @@ def ledger_repair(path: Path | None) -> None:
     Prints the entry it accepted. Anything else (a broken chain, an edited byte, an anchor ahead
     of the file) is refused, naming the fault, and nothing is changed (exit 1).
     """
-    from bench_assets import ledger as ledger_mod
-    from bench_assets.generation import writer_lock
+    from bench_assets.decision import ledger as ledger_mod
+    from bench_assets.generation.queue import writer_lock
 
     store = artifact_store()
     target = path or store.ledger()

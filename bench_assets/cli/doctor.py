@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 import click
 
 from bench_assets.cli.common import EXIT_INVALID, json_option, progress, tasks_option
-from bench_assets.errors import WfbenchError
+from bench_assets.kernel.errors import WfbenchError
 
 if TYPE_CHECKING:
     from bench_assets.agents.preflight import Check
 
 
 def _sandbox() -> "Check":
-    from bench_assets import sandbox
     from bench_assets.agents.preflight import Check
+    from bench_assets.sandbox import process as sandbox
 
     try:
         sandbox.preflight()
@@ -51,7 +51,7 @@ def _sandbox() -> "Check":
 
 def _egress() -> "Check":
     from bench_assets.agents.preflight import Check
-    from bench_assets.egress import preflight
+    from bench_assets.sandbox.egress import preflight
 
     try:
         preflight()
@@ -157,7 +157,7 @@ def doctor(tasks_dir: Path, install: bool, as_json: bool) -> None:
         install_check,
         live_arms,
     )
-    from bench_assets.catalog import load_benchmark
+    from bench_assets.tasks.catalog import load_benchmark
 
     started = time.monotonic()
     checks: list[Check] = []

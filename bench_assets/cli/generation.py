@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli.common import (
     EXIT_FAILED,
     artifact_store,
@@ -17,7 +16,8 @@ from bench_assets.cli.common import (
     progress,
     tasks_option,
 )
-from bench_assets.hashing import short
+from bench_assets.kernel.hashing import short
+from bench_assets.tasks.catalog import load_benchmark
 
 include_expensive_option = click.option(
     "--include-expensive",
@@ -73,8 +73,8 @@ def evolve(
     from bench_assets.driver.evolve import NothingToEvaluate
     from bench_assets.driver.evolve import evolve as run_generation
     from bench_assets.driver.instance import StepFailed
-    from bench_assets.generation import writer_lock
-    from bench_assets.progress import LiveProgress
+    from bench_assets.generation.progress import LiveProgress
+    from bench_assets.generation.queue import writer_lock
 
     start = time.monotonic()
     store = artifact_store()
@@ -158,8 +158,8 @@ def plan(tasks_dir: Path, explain_all: bool, as_json: bool, include_expensive: b
         history,
         plan_cells,
     )
-    from bench_assets.generation import next_generation
-    from bench_assets.planner import summary
+    from bench_assets.generation.planner import summary
+    from bench_assets.generation.queue import next_generation
 
     bench = load_benchmark(tasks_dir)
     instance = open_instance()
@@ -223,7 +223,7 @@ def apply_cmd(generation: str) -> None:
     recorded in the ledger.
     """
     from bench_assets.driver.instance import apply_latest
-    from bench_assets.generation import writer_lock
+    from bench_assets.generation.queue import writer_lock
 
     open_instance()  # resolves $DAGSTER_HOME, where the default artifact root is
     store = artifact_store()

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from bench_assets.catalog import load_benchmark
 from bench_assets.cli.common import (
     EXIT_INVALID,
     fail,
@@ -16,10 +15,11 @@ from bench_assets.cli.common import (
     progress,
     tasks_option,
 )
+from bench_assets.tasks.catalog import load_benchmark
 
 if TYPE_CHECKING:
+    from bench_assets.cells.records import CellRecord
     from bench_assets.mining.documents import CandidateLine
-    from bench_assets.records import CellRecord
 
 
 @click.group(name="import")
@@ -71,7 +71,7 @@ def import_swebench(
     (grade them with `wfbench grade --predictions`). A fresh TASKS folder gets a minimal
     bench.yaml. Re-importing is idempotent; a changed instance prints its diff.
     """
-    from bench_assets.swebench import GOLD_FILE, ensure_bench, import_instances
+    from bench_assets.tasks.swebench import GOLD_FILE, ensure_bench, import_instances
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
     env = {"pyproject": True} if pyproject_env else None
@@ -162,10 +162,10 @@ def import_commits_cmd(
     validated. Expect ~10-20 s per candidate on a small repository (bench/mine_commits.py
     measures yours); a commit that is not a candidate costs ~0.1 s.
     """
-    from bench_assets import sandbox
     from bench_assets.cli.common import artifact_store
     from bench_assets.mining.folders import GOLD_FILE, render_line
     from bench_assets.mining.importer import Options, import_commits
+    from bench_assets.sandbox import process as sandbox
 
     if since and revrange:
         fail("--since and --range exclude each other: give one", EXIT_INVALID)
@@ -252,8 +252,8 @@ def export(
 ) -> None:
     """Export cell results for other tools: SWE-bench's report shape, CSV, Parquet, or
     `claude plugin eval`'s result JSON."""
-    from bench_assets.export import cell_rows, reports_by_arm
-    from bench_assets.fsutil import atomic_write_text
+    from bench_assets.exports.results import cell_rows, reports_by_arm
+    from bench_assets.kernel.fsutil import atomic_write_text
 
     if fmt == "parquet" and out is None:
         fail("--format parquet writes a binary file: give --out FILE", EXIT_INVALID)
@@ -294,8 +294,8 @@ def _records(tasks_dir: Path, generation: str) -> list["CellRecord"]:
 
         return [v.record for v in latest_cells(instance, bench.task_ids(), str(bench.root))]
     from bench_assets.cli.common import artifact_store
+    from bench_assets.decision.manifest import accept, load_complete
     from bench_assets.driver.transaction import candidates
-    from bench_assets.manifest import accept, load_complete
 
     manifest = load_complete(artifact_store().generation(generation))
     if manifest is None:
@@ -354,8 +354,8 @@ def import_claude_plugin_eval(
     bench.yaml with with_plugin / without_plugin arms (pinning the cases' model when they all
     name the same one).
     """
-    from bench_assets.skill_eval_import import import_plugin
-    from bench_assets.skill_eval_tasks import ensure_bench, needs_judge
+    from bench_assets.tasks.skill_eval_import import import_plugin
+    from bench_assets.tasks.skill_eval_tasks import ensure_bench, needs_judge
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
     results = import_plugin(plugin_dir, tasks_dir, eval_dir)
@@ -378,8 +378,8 @@ def import_skill_creator_cmd(evals_json: Path, tasks_dir: Path, quiet: bool) -> 
     either is judged on its expected_output. The skill folder (the one holding evals/) becomes
     the incumbent skill. Unknown fields are refused with the file and field named.
     """
-    from bench_assets.skill_eval_creator import import_skill_creator
-    from bench_assets.skill_eval_tasks import ensure_bench, needs_judge
+    from bench_assets.tasks.skill_eval_creator import import_skill_creator
+    from bench_assets.tasks.skill_eval_tasks import ensure_bench, needs_judge
 
     tasks_dir.mkdir(parents=True, exist_ok=True)
     results = import_skill_creator(evals_json, tasks_dir)
@@ -393,8 +393,8 @@ def plugin_eval_export(
     tasks_dir: Path, records: list["CellRecord"], with_arm: str, without_arm: str | None
 ) -> dict:
     """The `claude plugin eval` result document for the skill-eval tasks of ``tasks_dir``."""
-    from bench_assets.skill_eval import parse_grading
-    from bench_assets.skill_eval_export import plugin_eval_document
+    from bench_assets.exports.plugin_eval import plugin_eval_document
+    from bench_assets.scorers.skill_eval import parse_grading
 
     bench = load_benchmark(tasks_dir)
     cases = {}

@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from bench_assets.catalog import collect_issues, load_benchmark
 from bench_assets.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
@@ -23,7 +22,8 @@ from bench_assets.cli.common import (
     selected_tasks,
     tasks_option,
 )
-from bench_assets.hashing import short
+from bench_assets.kernel.hashing import short
+from bench_assets.tasks.catalog import collect_issues, load_benchmark
 
 
 @click.command()
@@ -62,7 +62,7 @@ def schema(tasks_dir: Path, check: bool) -> None:
 
     With --check, write nothing: exit 1 naming the stale files, 0 when they are up to date.
     """
-    from bench_assets import schema as schema_mod
+    from bench_assets.config import schema as schema_mod
 
     target = tasks_dir / "schema"
     if check:
@@ -88,8 +88,8 @@ def pin(tasks_dir: Path, only: tuple[str, ...]) -> None:
     verify, task file or oracle is refused before paid work ("task binding drifted"). Delete the
     entry (or re-run pin) to accept a change.
     """
-    from bench_assets import binding as binding_mod
-    from bench_assets import oracle as oracle_mod
+    from bench_assets.inputs import binding as binding_mod
+    from bench_assets.inputs import oracle as oracle_mod
 
     bench = load_benchmark(tasks_dir)
     artifacts = artifact_store()

@@ -15,9 +15,9 @@ the code location loaded (reload it to pick up the new cron).
 
 import dagster as dg
 
-from bench_assets.catalog import load_benchmark
+from bench_assets.config.models import ScheduleConfig
 from bench_assets.defs.resources import BenchResource, location_bench_config
-from bench_assets.models import ScheduleConfig
+from bench_assets.tasks.catalog import load_benchmark
 
 SCHEDULE_NAME = "weekly_generation_schedule"
 

@@ -15,12 +15,10 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets import binding as binding_mod
-from bench_assets import oracle as oracle_mod
-from bench_assets import overlay as overlay_mod
-from bench_assets.catalog import Benchmark
-from bench_assets.cellkeys import cell_keys, identity_digest, parse_cell_key
-from bench_assets.cells import CellInputs, cell_identity, make_adapter, run_cell
+from bench_assets.cells.cellkeys import cell_keys, identity_digest, parse_cell_key
+from bench_assets.cells.pipeline import CellInputs, cell_identity, make_adapter, run_cell
+from bench_assets.cells.records import CellRecord, load_record
+from bench_assets.decision.documents import CellMaterialization, CellView, load_cell
 from bench_assets.defs.inputs import (
     incumbent_skills,
     oracle_snapshots,
@@ -37,15 +35,17 @@ from bench_assets.defs.resources import (
     record_metadata,
     upstream_metadata,
 )
-from bench_assets.documents import CellMaterialization, CellView, load_cell
-from bench_assets.environments import EnvironmentRecord, load_environment
-from bench_assets.errors import InputError
-from bench_assets.graph import load_graph_info
-from bench_assets.planner import PriorCell, reuse_verdict
-from bench_assets.records import CellRecord, load_record
-from bench_assets.redact import from_environment
-from bench_assets.sanitize import load_template
-from bench_assets.skills import SkillsSnapshot
+from bench_assets.generation.planner import PriorCell, reuse_verdict
+from bench_assets.inputs import binding as binding_mod
+from bench_assets.inputs import oracle as oracle_mod
+from bench_assets.inputs import overlay as overlay_mod
+from bench_assets.inputs.environments import EnvironmentRecord, load_environment
+from bench_assets.inputs.graph import load_graph_info
+from bench_assets.inputs.sanitize import load_template
+from bench_assets.inputs.skills import SkillsSnapshot
+from bench_assets.kernel.errors import InputError
+from bench_assets.sandbox.redact import from_environment
+from bench_assets.tasks.catalog import Benchmark
 
 GROUP = "cells"
 OWNERS = ["team:wfbench"]
@@ -254,8 +254,8 @@ def _environment(
 def cell_metadata(record: CellRecord, path: Path, lineage: CellMaterialization) -> dict[str, Any]:
     """What a reviewer reads on a cell partition in the UI: the lineage, then record facts.
 
-    Only the lineage (:class:`~bench_assets.documents.CellMaterialization`) is read back; the
-    record facts are for display, derived from the record, ``None`` (null) when unmeasured.
+    Only the lineage (:class:`~bench_assets.decision.documents.CellMaterialization`) is read back;
+    the record facts are for display, derived from the record, ``None`` (null) when unmeasured.
     """
     md: dict[str, Any] = {
         "resolved": record.resolved,

@@ -5,8 +5,8 @@ staleness on an edge with 100 or more upstream partitions, so the decision lists
 used (partition, run id, data version, generation, reused or not and from which run).
 
 ``aggregates`` is one materialization per evidence set (every task's aggregate in one
-:class:`~bench_assets.documents.AggregateSet`), read from the cells in bulk: one partition per
-task cost a 1,000-task decision about a minute in Dagster's per-partition events.
+:class:`~bench_assets.decision.documents.AggregateSet`), read from the cells in bulk: one partition
+per task cost a 1,000-task decision about a minute in Dagster's per-partition events.
 """
 
 import datetime as dt
@@ -15,14 +15,24 @@ from typing import Any, NamedTuple
 
 import dagster as dg
 
-from bench_assets import aggregate as agg_mod
-from bench_assets import apply as apply_mod
 from bench_assets import gate as gate_mod
-from bench_assets import ledger as ledger_mod
-from bench_assets import manifest as manifest_mod
-from bench_assets import pool as pool_mod
-from bench_assets import report as report_mod
-from bench_assets.catalog import Benchmark
+from bench_assets.decision import aggregate as agg_mod
+from bench_assets.decision import ledger as ledger_mod
+from bench_assets.decision import manifest as manifest_mod
+from bench_assets.decision import pool as pool_mod
+from bench_assets.decision import report as report_mod
+from bench_assets.decision.documents import (
+    AGGREGATE_SET_SCHEMA,
+    AggregateSet,
+    CellLineage,
+    DecisionDocument,
+    RefusedCell,
+    load_aggregate_set,
+    load_cell,
+    load_decision,
+)
+from bench_assets.decision.explain import integrity_lines, v2_lines
+from bench_assets.decision.ledger import DecisionKind
 from bench_assets.defs.cells import bench_cell_keys, candidate_overlay
 from bench_assets.defs.evidence import (
     collect_current_inputs,
@@ -38,24 +48,14 @@ from bench_assets.defs.resources import (
     partition_materializations_by_partition,
     upstream_metadata,
 )
-from bench_assets.documents import (
-    AGGREGATE_SET_SCHEMA,
-    AggregateSet,
-    CellLineage,
-    DecisionDocument,
-    RefusedCell,
-    load_aggregate_set,
-    load_cell,
-    load_decision,
-)
-from bench_assets.errors import InputError, IntegrityError
-from bench_assets.fsutil import atomic_write_json, atomic_write_text
+from bench_assets.exports.plugin_eval import report_section as skill_eval_section
 from bench_assets.gate import review as review_gate
-from bench_assets.gate.explain import integrity_lines, v2_lines
-from bench_assets.hashing import sha256_json, short
-from bench_assets.ledger import DecisionKind
-from bench_assets.skill_eval_export import report_section as skill_eval_section
-from bench_assets.store import ArtifactStore
+from bench_assets.generation import apply as apply_mod
+from bench_assets.kernel.errors import InputError, IntegrityError
+from bench_assets.kernel.fsutil import atomic_write_json, atomic_write_text
+from bench_assets.kernel.hashing import sha256_json, short
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import Benchmark
 
 GROUP = "decision"
 OWNERS = ["team:wfbench"]
@@ -92,8 +92,8 @@ def applicable_cells(
 
 
 def _power_metadata(decision: gate_mod.Decision) -> dg.MetadataValue | None:
-    """What this suite can promise (gate v3's power report, bench_assets/gate/power.py)."""
-    from bench_assets.gate.power import decision_report, report_lines
+    """What this suite can promise (gate v3's power report, bench_assets/decision/power.py)."""
+    from bench_assets.decision.power import decision_report, report_lines
 
     r = decision_report(decision)
     return None if r is None else dg.MetadataValue.md("\n".join(f"- {s}" for s in report_lines(r)))
@@ -293,9 +293,9 @@ def gate_input(
     looks: list[manifest_mod.LookRecord] | None = None,
 ) -> gate_mod.GateInput:
     """The gate's input, built from the aggregates' evidence rows (and, for the ``paired``
-    policy, the comparator's pooled history, :mod:`bench_assets.pool`).
+    policy, the comparator's pooled history, :mod:`bench_assets.decision.pool`).
 
-    ``looks``: the generation's earlier sequential looks (:class:`~bench_assets.manifest.
+    ``looks``: the generation's earlier sequential looks (:class:`~bench_assets.decision.manifest.
     LookRecord`); this is the next one, and the candidate's planned runs include their top-ups.
     ``None`` (a decision outside a generation, which nobody would top up): the last look.
     """
@@ -406,8 +406,9 @@ def _pooled_history(
     aggs: list[agg_mod.TaskAggregate],
     now: dt.datetime,
 ) -> list[gate_mod.RunOutcome]:
-    """Earlier records of the comparator's cells, as :func:`bench_assets.pool.pooled_outcomes`
-    reads them (all comparator cells' histories in one bulk lookup)."""
+    """Earlier records of the comparator's cells, as
+    :func:`bench_assets.decision.pool.pooled_outcomes` reads them (all comparator cells' histories
+    in one bulk lookup)."""
     cand = bench.config.candidate_arms("implementation")
     inc = bench.config.arms[cand[0]].pairs_with if len(cand) == 1 else None
     if not inc:

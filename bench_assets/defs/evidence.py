@@ -1,15 +1,15 @@
 """What a decision may rest on: each cell's evidence, verified the same way on every path.
 
 With a generation's manifest, :func:`collect_manifest_inputs` accepts exactly the planned cells
-(:func:`bench_assets.manifest.accept`). Without one — ``wfbench decide`` without
+(:func:`bench_assets.decision.manifest.accept`). Without one — ``wfbench decide`` without
 ``--generation``, ``promotion_decision`` materialized from the UI — :func:`collect_current_inputs`
 verifies the latest records against the identity each cell's arm has *now*
-(:func:`current_identities`, :func:`bench_assets.manifest.accept_current`): the content digest
-must equal the data version, the identity (overlay, skills, inputs, agent, grader, ...) the one a
-materialization would compute at this moment, so another candidate's cell is never evidence. And
-:func:`verify_evidence` lets the decision check the aggregates' rows again, so an aggregate older
-than the overlay it is asked about lends it nothing. A cell that fails is refused, with the
-reason (:class:`~bench_assets.documents.RefusedCell`).
+(:func:`current_identities`, :func:`bench_assets.decision.manifest.accept_current`): the content
+digest must equal the data version, the identity (overlay, skills, inputs, agent, grader, ...) the
+one a materialization would compute at this moment, so another candidate's cell is never evidence.
+And :func:`verify_evidence` lets the decision check the aggregates' rows again, so an aggregate
+older than the overlay it is asked about lends it nothing. A cell that fails is refused, with the
+reason (:class:`~bench_assets.decision.documents.RefusedCell`).
 """
 
 from collections.abc import Iterable
@@ -17,21 +17,21 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets import aggregate as agg_mod
-from bench_assets import binding as binding_mod
-from bench_assets import manifest as manifest_mod
-from bench_assets.catalog import Benchmark
-from bench_assets.cellkeys import identity_digest, parse_cell_key
-from bench_assets.cells import CellInputs, cell_identity, make_adapter
+from bench_assets.cells.cellkeys import identity_digest, parse_cell_key
+from bench_assets.cells.pipeline import CellInputs, cell_identity, make_adapter
+from bench_assets.decision import aggregate as agg_mod
+from bench_assets.decision import manifest as manifest_mod
+from bench_assets.decision.documents import RefusedCell
+from bench_assets.decision.manifest import ManifestCell, TaskManifest
 from bench_assets.defs.cells import Upstream, load_cell_inputs, prefetched_upstream
 from bench_assets.defs.resources import (
     BenchResource,
     partition_materializations_by_partition,
 )
-from bench_assets.documents import RefusedCell
-from bench_assets.errors import WfbenchError
-from bench_assets.manifest import ManifestCell, TaskManifest
-from bench_assets.store import ArtifactStore
+from bench_assets.inputs import binding as binding_mod
+from bench_assets.kernel.errors import WfbenchError
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import Benchmark
 
 
 def _input(
@@ -172,13 +172,13 @@ def collect_current_inputs(
 def accept_manifest_cells(
     instance: dg.DagsterInstance, cells: Iterable[ManifestCell], generation: str
 ) -> dict[tuple[str, str], tuple[manifest_mod.Accepted | None, str]]:
-    """Every planned cell's verified evidence (:func:`bench_assets.manifest.accept`), or why
-    there is none, per ``(task, cell)``.
+    """Every planned cell's verified evidence (:func:`bench_assets.decision.manifest.accept`), or
+    why there is none, per ``(task, cell)``.
 
     One bulk lookup of the cells' recent materializations per cell asset
     (:func:`partition_materializations_by_partition`: a few queries for 9,000 cells, where one
     query per cell cost seconds); each record is read and digested once per process
-    (:func:`bench_assets.records.load_verified`).
+    (:func:`bench_assets.cells.records.load_verified`).
     """
     wanted: dict[str, dict[str, ManifestCell]] = {}
     for mc in cells:
@@ -202,8 +202,8 @@ def collect_manifest_inputs(
 
     Returns, per task, the accepted evidence and, per cell without acceptable evidence, why
     (missing, corrupted, another identity — e.g. another candidate's cell —, not paid in this
-    generation). See :mod:`bench_assets.manifest`. All tasks' cells are read in one bulk lookup
-    per cell asset (:func:`accept_manifest_cells`).
+    generation). See :mod:`bench_assets.decision.manifest`. All tasks' cells are read in one bulk
+    lookup per cell asset (:func:`accept_manifest_cells`).
     """
     tasks = list(tasks)
     out: dict[str, list[agg_mod.AggregateInput]] = {t.task: [] for t in tasks}
@@ -235,8 +235,8 @@ def verify_evidence(
 
     An aggregate may be older than the decision (the UI can materialize ``promotion_decision``
     alone, after a new ``candidate_overlay``), so every row is checked again, as its aggregate
-    should have: with a manifest, :func:`~bench_assets.manifest.accept` against the planned
-    cell; without one (ad hoc), :func:`~bench_assets.manifest.accept_current` against the
+    should have: with a manifest, :func:`~bench_assets.decision.manifest.accept` against the planned
+    cell; without one (ad hoc), :func:`~bench_assets.decision.manifest.accept_current` against the
     identity the cell's arm has now. A row that fails is dropped from its task (the gate sees a
     missing cell) and returned with the reason.
     """

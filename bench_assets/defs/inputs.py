@@ -12,15 +12,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from bench_assets import binding as binding_mod
-from bench_assets import input_state
-from bench_assets import inputs as core
-from bench_assets import oracle as oracle_mod
-from bench_assets import skills as skills_mod
 from bench_assets.defs.partitions import task_partitions
 from bench_assets.defs.resources import BenchResource, upstream_metadata
-from bench_assets.errors import InputError
-from bench_assets.hashing import short
+from bench_assets.inputs import binding as binding_mod
+from bench_assets.inputs import build as core
+from bench_assets.inputs import input_state
+from bench_assets.inputs import oracle as oracle_mod
+from bench_assets.inputs import skills as skills_mod
+from bench_assets.kernel.errors import InputError
+from bench_assets.kernel.hashing import short
 
 GROUP = "inputs"
 OWNERS = ["team:wfbench"]
@@ -37,8 +37,9 @@ CODE_VERSIONS = {
     "sanitized_graphs": GRAPH_CODE_VERSION,
     "task_environments": ENVIRONMENT_CODE_VERSION,
 }
-"""The per-task input assets' code versions, as :func:`bench_assets.input_state.stale_reasons`
-compares them with the ``dagster/code_version`` each partition was materialized with."""
+"""The per-task input assets' code versions, as
+:func:`bench_assets.inputs.input_state.stale_reasons` compares them with the
+``dagster/code_version`` each partition was materialized with."""
 
 
 def _md_table(rows: list[tuple[str, str]]) -> str:

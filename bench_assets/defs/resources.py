@@ -15,10 +15,10 @@ from typing import Any
 import dagster as dg
 import yaml
 
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.errors import InputError
-from bench_assets.models import BenchConfig
-from bench_assets.store import ArtifactStore, default_artifact_root
+from bench_assets.config.models import BenchConfig
+from bench_assets.kernel.errors import InputError
+from bench_assets.kernel.store import ArtifactStore, default_artifact_root
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
 
 
 class BenchResource(dg.ConfigurableResource):  # type: ignore[type-arg]

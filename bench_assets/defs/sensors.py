@@ -2,10 +2,10 @@
 
 import dagster as dg
 
-from bench_assets.catalog import collect_issues
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME, task_partitions
 from bench_assets.defs.resources import BenchResource
-from bench_assets.sync import plan_sync
+from bench_assets.tasks.catalog import collect_issues
+from bench_assets.tasks.sync import plan_sync
 
 
 @dg.sensor(

@@ -27,11 +27,18 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets import apply as apply_mod
-from bench_assets import sandbox
 from bench_assets.agents.preflight import require_live_agents
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.cells import remove_stale_work
+from bench_assets.cells.pipeline import remove_stale_work
+from bench_assets.decision.manifest import (
+    Manifest,
+    ManifestHeader,
+    TaskManifest,
+    header_path,
+    load_manifest,
+    write_header,
+    write_task,
+)
+from bench_assets.decision.manifest import now_iso as manifest_now
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.driver import services
 from bench_assets.driver.inputs import (
@@ -68,23 +75,16 @@ from bench_assets.driver.transaction import (
     unfinished,
     verify_stored_inputs,
 )
-from bench_assets.errors import InputError, IntegrityError
-from bench_assets.fsutil import atomic_write_json
-from bench_assets.generation import writer_lock
-from bench_assets.hashing import tree_digest, tree_manifest
-from bench_assets.manifest import (
-    Manifest,
-    ManifestHeader,
-    TaskManifest,
-    header_path,
-    load_manifest,
-    write_header,
-    write_task,
-)
-from bench_assets.manifest import now_iso as manifest_now
-from bench_assets.planner import PlannedCell
-from bench_assets.progress import GenerationTally
-from bench_assets.store import ArtifactStore, default_artifact_root
+from bench_assets.generation import apply as apply_mod
+from bench_assets.generation.planner import PlannedCell
+from bench_assets.generation.progress import GenerationTally
+from bench_assets.generation.queue import writer_lock
+from bench_assets.kernel.errors import InputError, IntegrityError
+from bench_assets.kernel.fsutil import atomic_write_json
+from bench_assets.kernel.hashing import tree_digest, tree_manifest
+from bench_assets.kernel.store import ArtifactStore, default_artifact_root
+from bench_assets.sandbox import process as sandbox
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
 
 __all__ = [
     "GEN_TAG",

@@ -1,7 +1,7 @@
 """A generation's input phase: which tasks' inputs are stale, and the runs that build them.
 
 :func:`input_status` reads the input assets' latest materializations in bulk and applies
-:func:`bench_assets.input_state.stale_reasons`; :func:`input_jobs` turns the stale tasks into
+:func:`bench_assets.inputs.input_state.stale_reasons`; :func:`input_jobs` turns the stale tasks into
 ``input_batch`` runs of bounded batches (one run start-up and one ``graph_build`` slot per batch,
 each task partition still its own materialization), which run
 :func:`materialize_task_inputs` in their own process. Used by ``wfbench evolve``
@@ -14,10 +14,10 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets.catalog import Benchmark
 from bench_assets.defs.resources import latest_metadata_by_partition
 from bench_assets.driver.instance import materialize
-from bench_assets.input_state import INPUT_ASSETS
+from bench_assets.inputs.input_state import INPUT_ASSETS
+from bench_assets.tasks.catalog import Benchmark
 
 
 def materialize_task_inputs(
@@ -72,13 +72,13 @@ def input_status(
 ) -> tuple[dict[str, str], dict[str, dict[str, dict[str, Any]]]]:
     """(stale tasks and why, the input assets' latest metadata by asset and task).
 
-    :func:`bench_assets.input_state.stale_reasons` over the input assets' latest
+    :func:`bench_assets.inputs.input_state.stale_reasons` over the input assets' latest
     materializations read in bulk (a few queries per asset, whatever the number of tasks) and
     the source digests of the tasks whose four inputs all exist (a task missing one is stale
     without reading its folder).
     """
-    from bench_assets import input_state
     from bench_assets.defs.inputs import CODE_VERSIONS
+    from bench_assets.inputs import input_state
 
     stored = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
     complete = [t for t in task_ids if all(t in stored[a] for a in INPUT_ASSETS)]
@@ -123,11 +123,11 @@ wait for the whole batch, so batches stay small enough for cells to start early.
 
 def input_jobs(stale: list[str], *, tags: dict[str, str], batched: bool, slots: int) -> list[Any]:
     """The runs that build ``stale`` tasks' inputs: ``input_batch`` runs of bounded batches
-    (:func:`bench_assets.input_state.batches` over the ``graph_build`` pool's ``slots``), or one
-    asset run per task when ``batched`` is false (see :func:`run_pool_granularity`)."""
+    (:func:`bench_assets.inputs.input_state.batches` over the ``graph_build`` pool's ``slots``), or
+    one asset run per task when ``batched`` is false (see :func:`run_pool_granularity`)."""
     from bench_assets.defs.inputs import INPUT_BATCH_JOB, build_task_inputs
     from bench_assets.driver.runqueue import Job
-    from bench_assets.input_state import batches
+    from bench_assets.inputs.input_state import batches
 
     if not batched:
         return [Job(INPUT_ASSETS, t, tags=tags, label=f"inputs {t}") for t in stale]

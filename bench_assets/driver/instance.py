@@ -15,16 +15,16 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets.apply import ApplyResult
-from bench_assets.catalog import Benchmark
+from bench_assets.decision.documents import CellView, DecisionDocument, load_cell, load_decision
+from bench_assets.decision.ledger import LedgerEntry
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
-from bench_assets.documents import CellView, DecisionDocument, load_cell, load_decision
-from bench_assets.errors import InputError, WfbenchError, error_class
-from bench_assets.input_state import INPUT_ASSETS
-from bench_assets.ledger import LedgerEntry
-from bench_assets.store import ArtifactStore, default_artifact_root
-from bench_assets.sync import SyncPlan, plan_sync
+from bench_assets.generation.apply import ApplyResult
+from bench_assets.inputs.input_state import INPUT_ASSETS
+from bench_assets.kernel.errors import InputError, WfbenchError, error_class
+from bench_assets.kernel.store import ArtifactStore, default_artifact_root
+from bench_assets.tasks.catalog import Benchmark
+from bench_assets.tasks.sync import SyncPlan, plan_sync
 
 AGENT_POOL = "agent_sessions"
 GRAPH_POOL = "graph_build"
@@ -197,7 +197,8 @@ class StepFailed(Exception):
 
     @property
     def error_class(self) -> type[WfbenchError] | None:
-        """The :mod:`bench_assets.errors` class the step failed with; None if not one of them."""
+        """The :mod:`bench_assets.kernel.errors` class the step failed with; None if not one of
+        them."""
         return error_class(self.cls_name)
 
 
@@ -337,9 +338,9 @@ def materialize_aggregates(
     but does not stop the decision: its missing cells reach the gate as missing evidence, which
     can only yield ``insufficient_evidence``.
     """
+    from bench_assets.decision.documents import load_aggregate_set
     from bench_assets.defs.decision import aggregates
     from bench_assets.defs.resources import BenchResource
-    from bench_assets.documents import load_aggregate_set
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     try:
@@ -424,7 +425,7 @@ def apply_latest(artifacts_root: str, generation: str) -> ApplyResult:
 
     The decision is taken from the ledger, not from the latest materialization: the newest
     decision entry (of ``generation`` if given). Refused (``ApplyRefused``, exit 2, nothing
-    written) unless, besides :func:`bench_assets.apply.apply_overlay`'s own checks:
+    written) unless, besides :func:`bench_assets.generation.apply.apply_overlay`'s own checks:
 
     * the entry is generation-backed (an ad-hoc decision is never applied; the message says how
       to get a generation's), and its generation has a complete evidence manifest naming the
@@ -432,11 +433,11 @@ def apply_latest(artifacts_root: str, generation: str) -> ApplyResult:
     * its ``decision.json`` is the document the ledger recorded (same digest: not edited since);
     * every evidence cell it cites verifies against that manifest — its record unchanged since it
       was recorded, made for the planned identity (a candidate cell: for the decided overlay) —
-      as :func:`bench_assets.manifest.accept` checks it.
+      as :func:`bench_assets.decision.manifest.accept` checks it.
     """
-    from bench_assets import apply as apply_mod
-    from bench_assets import ledger as ledger_mod
-    from bench_assets.errors import ApplyRefused
+    from bench_assets.decision import ledger as ledger_mod
+    from bench_assets.generation import apply as apply_mod
+    from bench_assets.kernel.errors import ApplyRefused
 
     root = Path(artifacts_root).resolve() if artifacts_root else default_artifact_root()
     store = ArtifactStore(root)
@@ -475,9 +476,9 @@ def _verified_decision(store: ArtifactStore, entry: LedgerEntry) -> DecisionDocu
     :func:`apply_latest` says; ``ApplyRefused`` naming the first fault."""
     import json
 
-    from bench_assets.errors import ApplyRefused
-    from bench_assets.hashing import sha256_json
-    from bench_assets.manifest import Candidate, accept, accept_current, load_complete
+    from bench_assets.decision.manifest import Candidate, accept, accept_current, load_complete
+    from bench_assets.kernel.errors import ApplyRefused
+    from bench_assets.kernel.hashing import sha256_json
 
     where = f"ledger entry #{entry.seq} ({entry.generation})"
     path = Path(str(entry.payload.get("decision_path", "")))

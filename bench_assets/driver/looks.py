@@ -11,24 +11,19 @@ decision is made. At a look before the last it may ask for more (``Decision.next
   per generation, whatever ``max_looks``: the look that asks cannot promote, so it spends no
   level). With one look and nothing reused or pooled, nothing is looked at before the decision.
 
-Each such look is written as a :class:`~bench_assets.manifest.LookRecord` *before* its cells are
-merged into the task manifests and paid, so a killed generation resumes at the same look with the
-same cells; the final decision (the ``promotion_decision`` asset) reads the records and is the
-next look, with every earlier look's statistics in ``paired_v2.looks``. The levels are split over
-``max_looks`` whatever happens, so stopping early or late never inflates the error rates.
+Each such look is written as a :class:`~bench_assets.decision.manifest.LookRecord` *before* its
+cells are merged into the task manifests and paid, so a killed generation resumes at the same look
+with the same cells; the final decision (the ``promotion_decision`` asset) reads the records and is
+the next look, with every earlier look's statistics in ``paired_v2.looks``. The levels are split
+over ``max_looks`` whatever happens, so stopping early or late never inflates the error rates.
 """
 
 import datetime as dt
 from pathlib import Path
 
 from bench_assets import gate as gate_mod
-from bench_assets.cellkeys import cell_key, parse_cell_key
-from bench_assets.driver.instance import StepFailed, materialize_aggregates
-from bench_assets.driver.paying import CellPayer
-from bench_assets.driver.plan import plan_task, prior_cells
-from bench_assets.driver.transaction import manifest_cells, require_tasks_unchanged
-from bench_assets.errors import IntegrityError
-from bench_assets.manifest import (
+from bench_assets.cells.cellkeys import cell_key, parse_cell_key
+from bench_assets.decision.manifest import (
     LookRecord,
     ManifestCell,
     load_looks,
@@ -38,8 +33,13 @@ from bench_assets.manifest import (
     now_iso,
     write_look,
 )
-from bench_assets.planner import PlannedCell
-from bench_assets.store import ArtifactStore
+from bench_assets.driver.instance import StepFailed, materialize_aggregates
+from bench_assets.driver.paying import CellPayer
+from bench_assets.driver.plan import plan_task, prior_cells
+from bench_assets.driver.transaction import manifest_cells, require_tasks_unchanged
+from bench_assets.generation.planner import PlannedCell
+from bench_assets.kernel.errors import IntegrityError
+from bench_assets.kernel.store import ArtifactStore
 
 
 def _top_up(

@@ -15,19 +15,19 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets.catalog import Benchmark
-from bench_assets.cellkeys import parse_cell_key
+from bench_assets.cells.cellkeys import parse_cell_key
+from bench_assets.decision.documents import load_cell
+from bench_assets.decision.manifest import ManifestCell, accept
 from bench_assets.defs.resources import latest_metadata
-from bench_assets.documents import load_cell
 from bench_assets.driver.cellbatch import batch_job, cell_groups
 from bench_assets.driver.inputs import run_pool_granularity
 from bench_assets.driver.runqueue import Executor, Finished, Job
 from bench_assets.driver.transaction import GEN_TAG, candidates, orphan_record, paid_attempts
-from bench_assets.errorkinds import ErrorKind, is_systemic
-from bench_assets.generation import OutageBreaker, SpendCap
-from bench_assets.manifest import ManifestCell, accept
-from bench_assets.progress import GenerationTally
-from bench_assets.store import ArtifactStore
+from bench_assets.generation.progress import GenerationTally
+from bench_assets.generation.queue import OutageBreaker, SpendCap
+from bench_assets.kernel.errorkinds import ErrorKind, is_systemic
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import Benchmark
 
 POLL_S = 1.0
 LOOK_TAG = "wfbench/look"

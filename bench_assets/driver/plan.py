@@ -3,8 +3,8 @@
 :func:`choose` (queue proposer) or :func:`propose_candidate` (an agent proposer) names the next
 generation and its candidate from the ledger and the recorded decisions; :func:`prior_cells`
 reads the cell partitions' latest materializations as the planner needs them, and
-:func:`plan_task` asks :func:`bench_assets.planner.plan_generation` for one task's cells. Used
-by ``wfbench plan`` (:func:`plan_cells`, every task at once) and by
+:func:`plan_task` asks :func:`bench_assets.generation.planner.plan_generation` for one task's cells.
+Used by ``wfbench plan`` (:func:`plan_cells`, every task at once) and by
 :func:`bench_assets.driver.evolve.evolve`.
 
 Planning costs O(cells) with a small constant: the input identities come from the input assets'
@@ -22,33 +22,33 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets import binding as binding_mod
-from bench_assets import ledger as ledger_mod
-from bench_assets import overlay as overlay_mod
-from bench_assets import skills as skills_mod
-from bench_assets.catalog import Benchmark
-from bench_assets.cells import (
+from bench_assets.cells.pipeline import (
     CellInputs,
     InputIdentity,
     build_cell_inputs,
     cell_identity,
     make_adapter,
 )
+from bench_assets.decision import ledger as ledger_mod
+from bench_assets.decision.documents import load_cell, load_decision
 from bench_assets.defs.resources import latest_metadata_by_partition
-from bench_assets.documents import load_cell, load_decision
 from bench_assets.driver.inputs import input_status
 from bench_assets.driver.instance import decision_records, latest_cells
-from bench_assets.errors import WfbenchError
-from bench_assets.generation import next_candidate_requeue, next_generation
-from bench_assets.input_state import INPUT_ASSETS
-from bench_assets.planner import (
+from bench_assets.generation.planner import (
     PlannedCell,
     PriorCell,
     choose_canaries,
     choose_gate_canaries,
     plan_generation,
 )
-from bench_assets.store import ArtifactStore
+from bench_assets.generation.queue import next_candidate_requeue, next_generation
+from bench_assets.inputs import binding as binding_mod
+from bench_assets.inputs import overlay as overlay_mod
+from bench_assets.inputs import skills as skills_mod
+from bench_assets.inputs.input_state import INPUT_ASSETS
+from bench_assets.kernel.errors import WfbenchError
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import Benchmark
 
 CellKey = tuple[str, str, int]
 
@@ -122,9 +122,9 @@ def propose_candidate(
     bench: Benchmark, instance: dg.DagsterInstance, artifacts: ArtifactStore
 ) -> tuple[str, str, Benchmark]:
     """Run the proposer agent for the next generation; returns (generation, candidate, bench)."""
-    from bench_assets.catalog import load_benchmark as _load
-    from bench_assets.proposer import evidence_bundle, propose
-    from bench_assets.redact import from_environment
+    from bench_assets.generation.proposer import evidence_bundle, propose
+    from bench_assets.sandbox.redact import from_environment
+    from bench_assets.tasks.catalog import load_benchmark as _load
 
     gens, _ = history(instance, artifacts)
     generation = next_generation(gens)
@@ -338,8 +338,8 @@ def plan_cells(
 
     Input identities come from the stored input assets (:func:`stored_input_identities`). A
     task whose stored inputs cannot stand for it now is built directly
-    (:func:`~bench_assets.cells.build_cell_inputs`, the only case that runs git), and said so —
-    but only when one of its cells has a record whose identity must be compared: a cell that
+    (:func:`~bench_assets.cells.pipeline.build_cell_inputs`, the only case that runs git), and said
+    so — but only when one of its cells has a record whose identity must be compared: a cell that
     never ran is ``missing`` (or ``candidate``) whatever its identity, so a fresh suite is
     planned without building anything.
     """
@@ -373,7 +373,7 @@ def power_lines(bench: Benchmark, cells_plan: list[PlannedCell], tasks: list[str
     for the implementation candidate arm, from this plan's comparator cells per task (paid
     fresh or reused) and, where cells are reused, the full pooled history
     (``policy.max_pooled_runs``; right after a promotion nothing is reused or pooled)."""
-    from bench_assets.gate.power import power_report, report_lines
+    from bench_assets.decision.power import power_report, report_lines
 
     policy = bench.config.policy
     cands = bench.config.candidate_arms("implementation")

@@ -8,7 +8,8 @@ the configured run launcher starts the runs (a local subprocess by default; Kube
 ECS in a deployment, see ``deploy/``). A generation's runs carry the ``wfbench/generation`` tag, so
 the UI lists them live and cancelling one there cancels the cell. The runs need a daemon to leave
 the queue: when no healthy ``dagster-daemon`` heartbeats on the instance, the executor starts one
-for its own duration (through :func:`bench_assets.sandbox.start_service`) and stops it at the end.
+for its own duration (through :func:`bench_assets.sandbox.process.start_service`) and stops it at
+the end.
 
 :class:`InProcessExecutor` materializes each job in this process, one after another — for tests
 and debugging (``wfbench evolve --in-process``): same assets, same records, no queue.
@@ -29,12 +30,12 @@ from typing import Any, Protocol
 import dagster as dg
 import yaml
 
-from bench_assets import sandbox
 from bench_assets.driver import services
 from bench_assets.driver.cellbatch import batch_job, batch_outcomes
 from bench_assets.driver.instance import StepFailed, materialize
-from bench_assets.errors import error_class
-from bench_assets.fsutil import atomic_write_text
+from bench_assets.kernel.errors import error_class
+from bench_assets.kernel.fsutil import atomic_write_text
+from bench_assets.sandbox import process as sandbox
 
 ASSET_JOB = "__ASSET_JOB"
 REPOSITORY = "__repository__"

@@ -27,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bench_assets.fsutil import atomic_write_json
+from bench_assets.kernel.fsutil import atomic_write_json
 
 TOKEN_ENV = "WFBENCH_DRIVER"
 """Environment variable naming the generation driver a process belongs to."""

@@ -2,8 +2,8 @@
 
 * its **evidence set**: :func:`manifest_cells` turns a task's plan into the manifest cells the
   decision will consume, :func:`candidates` lists a partition's materializations for
-  :func:`bench_assets.manifest.accept`, and :func:`missing_evidence` says which planned cells have
-  none (``wfbench decide --generation`` refuses until there are none);
+  :func:`bench_assets.decision.manifest.accept`, and :func:`missing_evidence` says which planned
+  cells have none (``wfbench decide --generation`` refuses until there are none);
 * **resume**: :func:`unfinished` finds a planned generation without a decision,
   :func:`orphan_record` a record a killed run wrote but Dagster never recorded,
   :func:`paid_attempts` how many sessions a cell already paid (its retries survive a crash), and
@@ -21,25 +21,25 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets import ledger as ledger_mod
-from bench_assets.catalog import Benchmark
-from bench_assets.defs.evidence import accept_manifest_cells
-from bench_assets.defs.resources import latest_metadata_by_partition, partition_materializations
-from bench_assets.driver.runqueue import Executor
-from bench_assets.errors import InputError, RecordCorrupt
-from bench_assets.hashing import tree_manifest
-from bench_assets.inputs import discard_stored, stored_input_faults
-from bench_assets.manifest import (
+from bench_assets.cells.records import load_record
+from bench_assets.decision import ledger as ledger_mod
+from bench_assets.decision.manifest import (
     Candidate,
     ManifestCell,
     ManifestHeader,
     load_complete,
     load_header,
 )
-from bench_assets.oracle import OracleSnapshot
-from bench_assets.planner import PlannedCell
-from bench_assets.records import load_record
-from bench_assets.store import ArtifactStore
+from bench_assets.defs.evidence import accept_manifest_cells
+from bench_assets.defs.resources import latest_metadata_by_partition, partition_materializations
+from bench_assets.driver.runqueue import Executor
+from bench_assets.generation.planner import PlannedCell
+from bench_assets.inputs.build import discard_stored, stored_input_faults
+from bench_assets.inputs.oracle import OracleSnapshot
+from bench_assets.kernel.errors import InputError, RecordCorrupt
+from bench_assets.kernel.hashing import tree_manifest
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import Benchmark
 
 GEN_TAG = "wfbench/generation"
 """The run tag naming the generation a run belongs to (the UI filters a generation by it)."""

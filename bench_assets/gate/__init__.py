@@ -5,9 +5,9 @@ This docstring is the authoritative description of the gate's rules; the README 
 rules' false-promotion rate and power.
 
 :func:`decide` turns a :class:`GateInput` (one :class:`RunOutcome` per cell of the incumbent and
-candidate arms, the preregistered :class:`~bench_assets.models.PolicyConfig`, the planned tasks,
-evidence timestamps and optional canary pairs) into a :class:`Decision`. It reads no clock, no
-file and no environment; the bootstrap is seeded with ``policy.seed``, so the same input always
+candidate arms, the preregistered :class:`~bench_assets.config.models.PolicyConfig`, the planned
+tasks, evidence timestamps and optional canary pairs) into a :class:`Decision`. It reads no clock,
+no file and no environment; the bootstrap is seeded with ``policy.seed``, so the same input always
 gives the same decision (the stored decision can be recomputed and compared).
 
 The package: :mod:`~bench_assets.gate.models` (input and output models),
@@ -32,7 +32,7 @@ says, at any look.
 Common rules (both policies)
 ----------------------------
 Per planned task (sorted by id), with per arm: *valid* runs = runs whose error kind is not
-excluded (:func:`~bench_assets.errorkinds.is_excluded`), *rate* = resolved / valid runs, the
+excluded (:func:`~bench_assets.kernel.errorkinds.is_excluded`), *rate* = resolved / valid runs, the
 *median* metric over valid runs (null when any valid run is unmeasured), and the original
 harness's ``improvement_pct = round(100·(inc − cand)/inc, 1)`` of the medians (null when either is
 null or the incumbent median is 0):
@@ -77,8 +77,8 @@ Lan–DeMets error spending over the looks and a mirror-image futility boundary,
 through the normal quantile (``standard_error``; the cluster-or-floor Student t rule on request
 and for decisions of schema ≤ 5), a last look that answers, an exact min-p per-task veto, and v2's
 per-task evidence rules, pooled history and total spend. A setting the chosen
-policy does not read is refused by :class:`~bench_assets.models.PolicyConfig`.
-:mod:`bench_assets.gate.power` says before any spending what a suite can promise under it.
+policy does not read is refused by :class:`~bench_assets.config.models.PolicyConfig`.
+:mod:`bench_assets.decision.power` says before any spending what a suite can promise under it.
 
 ``paired_v2`` — gate v2 (issue 13), kept for comparison
 -------------------------------------------------------
@@ -144,7 +144,7 @@ numpy release; a numpy upgrade that changed ``Generator.integers`` would move bo
 import datetime as dt
 from fractions import Fraction
 
-from bench_assets.errorkinds import is_excluded
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate import folding, integrity, paired, paired2, paired3, strict
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
@@ -182,7 +182,7 @@ from bench_assets.gate.numerics import (
     t_quantile,
 )
 from bench_assets.gate.strict import STRICT_RESOLUTION_MARGIN
-from bench_assets.models import PolicyConfig
+from bench_assets.kernel.errorkinds import is_excluded
 
 __all__ = [
     "CLOCK_SKEW",

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from fractions import Fraction
 
-from bench_assets.errorkinds import ErrorKind, is_excluded
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate.models import (
     ArmSummary,
     Effect,
@@ -24,7 +24,7 @@ from bench_assets.gate.models import (
     TaskRow,
 )
 from bench_assets.gate.numerics import exact
-from bench_assets.models import PolicyConfig
+from bench_assets.kernel.errorkinds import ErrorKind, is_excluded
 
 
 class Arm:

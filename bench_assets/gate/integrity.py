@@ -4,7 +4,7 @@ Counted per arm over exactly the outcomes the policy decides on (``paired``: the
 top-up cells, and the comparator's pooled history when the policy reads it; ``paired_v1`` and
 ``strict``: every outcome), on every planned task, counted or not:
 
-* **grader-tampered** cells (:attr:`~bench_assets.errorkinds.ErrorKind.GRADER_TAMPERED`): the
+* **grader-tampered** cells (:attr:`~bench_assets.kernel.errorkinds.ErrorKind.GRADER_TAMPERED`): the
   grader found that the code under test forged test outcomes (a planted canary test that must
   fail reported passed). Such a cell stays a valid negative in the resolve rate (never excluded,
   never retried);
@@ -35,7 +35,6 @@ look ``next_action`` is ``decide``: the generation buys no top-up and no compara
 for a candidate that cheated.
 """
 
-from bench_assets.errorkinds import ErrorKind
 from bench_assets.gate.models import (
     ArmIntegrity,
     CheatCell,
@@ -44,6 +43,7 @@ from bench_assets.gate.models import (
     IntegrityCheck,
     RunOutcome,
 )
+from bench_assets.kernel.errorkinds import ErrorKind
 
 
 def _arm(inp: GateInput, arm: str, outcomes: list[RunOutcome]) -> ArmIntegrity:

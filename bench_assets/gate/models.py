@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from bench_assets.errorkinds import ErrorKind
-from bench_assets.models import POLICY_READS, PolicyConfig
+from bench_assets.config.models import POLICY_READS, PolicyConfig
+from bench_assets.kernel.errorkinds import ErrorKind
 
 SCHEMA_VERSION = 6
 """Version of the :class:`Decision` JSON layout. 2: gate v2 (``paired_v2``, ``next_action``).
@@ -108,8 +108,8 @@ class RunOutcome(_Model):
     """For a pooled record: the run whose materialization named it."""
     verify_passed_oracle_failed: bool | None = None
     """The visible ``verify`` passed and the hidden oracle failed (an overfitting signal, as
-    :func:`bench_assets.aggregate.verify_passed_oracle_failed` defines it); reported, never gated.
-    ``None``: the input does not say (a pooled record, an input stored before the field)."""
+    :func:`bench_assets.decision.aggregate.verify_passed_oracle_failed` defines it); reported, never
+    gated. ``None``: the input does not say (a pooled record, an input stored before the field)."""
 
     @model_validator(mode="after")
     def _resolved_has_no_error(self) -> "RunOutcome":

@@ -10,6 +10,7 @@ the report-only sign tests and canary noise floor.
 import math
 from typing import Literal
 
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     Bounds,
@@ -31,7 +32,6 @@ from bench_assets.gate.numerics import (
     sign_test_p,
     t_test,
 )
-from bench_assets.models import PolicyConfig
 
 
 def check_resolve(t: Task) -> None:

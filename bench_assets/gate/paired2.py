@@ -61,7 +61,6 @@ import math
 import statistics
 from typing import Literal
 
-from bench_assets.errorkinds import is_excluded
 from bench_assets.gate import pairedkit as kit
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
@@ -78,6 +77,7 @@ from bench_assets.gate.models import (
     SpendRatio,
 )
 from bench_assets.gate.numerics import fisher_worse_p, pct, t_quantile
+from bench_assets.kernel.errorkinds import is_excluded
 
 
 def select_outcomes(inp: GateInput) -> list[RunOutcome]:

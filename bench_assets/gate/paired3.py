@@ -64,7 +64,6 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
 import math
 import statistics
 
-from bench_assets.errorkinds import is_excluded
 from bench_assets.gate import paired2, regression
 from bench_assets.gate import pairedkit as kit
 from bench_assets.gate.folding import Task
@@ -84,6 +83,7 @@ from bench_assets.gate.models import (
 )
 from bench_assets.gate.numerics import pct, quantile
 from bench_assets.gate.sequential import nominal, spent
+from bench_assets.kernel.errorkinds import is_excluded
 
 NextStep = paired2.NextStep
 Rows = kit.Rows

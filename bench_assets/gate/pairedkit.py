@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Iterable
 from typing import Literal
 
-from bench_assets.errorkinds import is_excluded
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     Bounds,
@@ -23,7 +23,7 @@ from bench_assets.gate.models import (
     SpendRatio,
 )
 from bench_assets.gate.numerics import quantile, t_cdf, t_quantile
-from bench_assets.models import PolicyConfig
+from bench_assets.kernel.errorkinds import is_excluded
 
 Rows = dict[tuple[str, str], list[RunOutcome]]
 

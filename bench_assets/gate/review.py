@@ -6,9 +6,9 @@ are the original harness's ``evaluate_review_candidate`` (seed-system §9), with
 a cost rule made explicit and preregistered in ``bench.yaml`` (``review_policy``).
 
 Per planned review task (sorted by id), each arm's valid repeats (error kind not excluded) are
-folded by :func:`~bench_assets.review_scoring.reduce_scores` (median; ``min`` for blocker recall;
-``all()`` for the verdict and clean-control flags; a metric is unknown unless every repeat has
-it). The task's rules, in order:
+folded by :func:`~bench_assets.scorers.review_scoring.reduce_scores` (median; ``min`` for blocker
+recall; ``all()`` for the verdict and clean-control flags; a metric is unknown unless every repeat
+has it). The task's rules, in order:
 
 * **evidence** (→ insufficient_evidence): both arms present; ≥ ``min_runs`` valid runs each,
   equally many, and no excluded run; the values the task needs known on both sides (clean control:
@@ -43,9 +43,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from bench_assets.errorkinds import ErrorKind, is_excluded
-from bench_assets.models import ReviewPolicyConfig
-from bench_assets.review_scoring import ReviewScore, ReviewSummary, reduce_scores
+from bench_assets.config.models import ReviewPolicyConfig
+from bench_assets.kernel.errorkinds import ErrorKind, is_excluded
+from bench_assets.scorers.review_scoring import ReviewScore, ReviewSummary, reduce_scores
 
 SCHEMA_VERSION = 1
 _EPS = 1e-9

@@ -8,10 +8,10 @@ policies; the decision reads its gated-task counts.
 
 import statistics
 
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import Finding, StrictStatistics
 from bench_assets.gate.numerics import exact, pct
-from bench_assets.models import PolicyConfig
 
 STRICT_RESOLUTION_MARGIN = 2
 """Runs the candidate must resolve beyond the incumbent to promote on resolution alone (strict)."""

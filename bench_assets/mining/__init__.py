@@ -4,7 +4,7 @@ The work is split by hazard, each module plain Python (no Dagster):
 
 - :mod:`.history` — which commits are candidates: the first-parent history, the files each
   commit changed, which of them are tests (the repository's pytest configuration and conventional
-  paths), the message; git only through :mod:`bench_assets.gitrepo`;
+  paths), the message; git only through :mod:`bench_assets.sandbox.gitrepo`;
 - :mod:`.leaks` — what must not reach the agent: oracle test names and the fix in the prompt
   (redacted), blobs of the fix or the oracle in the base tree (rejected);
 - :mod:`.validate` — the sandboxed validation: the oracle tests on the sanitized base and on the

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bench_assets.runner import Outcome
+from bench_assets.runner.trusted import Outcome
 
 MINER = "commits-1"
 """Version of the mining rules; a cached rejection from another version is examined again."""

@@ -12,10 +12,15 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from bench_assets import swebench
-from bench_assets.errors import InputError
-from bench_assets.fsutil import atomic_write_bytes, atomic_write_text, publish_dir, remove_tree
+from bench_assets.kernel.errors import InputError
+from bench_assets.kernel.fsutil import (
+    atomic_write_bytes,
+    atomic_write_text,
+    publish_dir,
+    remove_tree,
+)
 from bench_assets.mining.documents import CandidateLine, MinedTask, MineLedger
+from bench_assets.tasks import swebench
 
 GOLD_FILE = "replays/commits-gold.jsonl"
 """Where the gold patches go, relative to the tasks folder."""

@@ -15,7 +15,7 @@ a test file pytest would collect (a ``.py`` file matching ``python_files``, defa
 ``test_*.py *_test.py``). A candidate changes at least one test module and at least one non-test
 Python file (the source); ``--paths`` keeps only commits touching a matching path.
 
-Every git call goes through :mod:`bench_assets.gitrepo` (neutral configuration, no hooks).
+Every git call goes through :mod:`bench_assets.sandbox.gitrepo` (neutral configuration, no hooks).
 """
 
 import configparser
@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from bench_assets.errors import InputError
-from bench_assets.gitrepo import git
+from bench_assets.kernel.errors import InputError
+from bench_assets.sandbox.gitrepo import git
 
 DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
 TEST_DIRS = frozenset({"tests", "test", "testing"})

@@ -48,18 +48,18 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from bench_assets import gitrepo
-from bench_assets.catalog import Benchmark, load_benchmark
-from bench_assets.discovery import discover_tests
-from bench_assets.errors import (
+from bench_assets.config.models import EnvironmentSpec, TaskSpec, WorktreePath
+from bench_assets.inputs.sanitize import build_template
+from bench_assets.kernel.errors import (
     CommandError,
     EnvironmentBuildError,
     InputError,
     IntegrityError,
     SanitizeError,
 )
-from bench_assets.fsutil import remove_tree
-from bench_assets.hashing import sha256_bytes, sha256_json, sha256_text
+from bench_assets.kernel.fsutil import remove_tree
+from bench_assets.kernel.hashing import sha256_bytes, sha256_json, sha256_text
+from bench_assets.kernel.store import ArtifactStore
 from bench_assets.mining import folders, history, leaks
 from bench_assets.mining.documents import (
     MINER,
@@ -73,9 +73,9 @@ from bench_assets.mining.documents import (
     Status,
 )
 from bench_assets.mining.validate import Box, validate
-from bench_assets.models import EnvironmentSpec, TaskSpec, WorktreePath
-from bench_assets.sanitize import build_template
-from bench_assets.store import ArtifactStore
+from bench_assets.sandbox import gitrepo
+from bench_assets.tasks.catalog import Benchmark, load_benchmark
+from bench_assets.tasks.discovery import discover_tests
 
 TASK_CLASS = "commit"
 ALWAYS_PASSES = 'python -c "pass"'
@@ -436,7 +436,7 @@ def _candidate(
     env_spec = _environment(run, commit.parent)
     box = Box(import_paths=tuple(_import_paths(base_blobs, rules)))
     if env_spec is not None:
-        from bench_assets.environments import cell_mounts, ensure_environment
+        from bench_assets.inputs.environments import cell_mounts, ensure_environment
 
         try:
             env = ensure_environment(

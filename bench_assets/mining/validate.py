@@ -4,8 +4,8 @@ Both trees are copies of the candidate's **sanitized template** (the tree every 
 the *base* as it is, the *gold* tree with the gold patch applied (``git apply`` in the sandbox;
 a patch that does not apply rejects the candidate). The oracle files are staged read-only at a
 random folder of each tree and run through the **trusted runner**
-(:func:`bench_assets.runner.run_phase`, phase ``oracle``, offline, worktree read-only) — the same
-staging, ids and runner a cell's hidden oracle uses, so what validation finds is what grading
+(:func:`bench_assets.runner.trusted.run_phase`, phase ``oracle``, offline, worktree read-only) — the
+same staging, ids and runner a cell's hidden oracle uses, so what validation finds is what grading
 will see.
 
 Order, cheapest rejection first:
@@ -37,13 +37,13 @@ from typing import Literal
 
 from pydantic import TypeAdapter, ValidationError
 
-from bench_assets.fsutil import atomic_write_bytes, make_tree_readonly, make_tree_writable
-from bench_assets.gitrepo import git_script_in_sandbox
+from bench_assets.config.models import OracleTestId
+from bench_assets.inputs.sanitize import Template, copy_worktree
+from bench_assets.kernel.fsutil import atomic_write_bytes, make_tree_readonly, make_tree_writable
 from bench_assets.mining.documents import MinedValidation
-from bench_assets.models import OracleTestId
-from bench_assets.runner import Layout, Outcome, new_layout, run_phase
-from bench_assets.sandbox import Mount
-from bench_assets.sanitize import Template, copy_worktree
+from bench_assets.runner.trusted import Layout, Outcome, new_layout, run_phase
+from bench_assets.sandbox.gitrepo import git_script_in_sandbox
+from bench_assets.sandbox.process import Mount
 
 GOLD_MOUNT = "/wfbench-gold"
 PARALLEL_RUNS = 2

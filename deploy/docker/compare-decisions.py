@@ -127,7 +127,7 @@ def differences(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
 
 def ledger(side: Side) -> list[dict[str, Any]]:
     """The ledger's entries, read (and its chain verified) by wfbench itself."""
-    from bench_assets import ledger as ledger_mod
+    from bench_assets.decision import ledger as ledger_mod
 
     path = side.artifacts / "ledger" / "decisions.jsonl"
     if not path.is_file():
@@ -137,7 +137,7 @@ def ledger(side: Side) -> list[dict[str, Any]]:
 
 def documents(side: Side, digest: str) -> dict[str, Any]:
     """Every JSON document of one decision folder, by file name (decision.json validated)."""
-    from bench_assets.documents import load_decision
+    from bench_assets.decision.documents import load_decision
 
     folder = side.artifacts / "decisions" / digest
     if not (folder / "decision.json").is_file():

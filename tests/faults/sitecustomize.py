@@ -3,8 +3,8 @@ Dagster daemon, code servers and run workers): put this folder on ``PYTHONPATH``
 
 ``WFBENCH_TEST_DISK_FULL="<task> <cell> <flag file>"``: while the flag file exists, building that
 cell's worktree fails with ``ENOSPC``, as it does when the disk holding the worktrees is full —
-inside :func:`bench_assets.cells.run_cell`, so the cell's record is the ``infra-error`` the real
-code writes for it. Removing the flag file frees the space. Unset, nothing is changed.
+inside :func:`bench_assets.cells.pipeline.run_cell`, so the cell's record is the ``infra-error`` the
+real code writes for it. Removing the flag file frees the space. Unset, nothing is changed.
 """
 
 import errno
@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 _SPEC = os.environ.get("WFBENCH_TEST_DISK_FULL", "")
-_MODULE = "bench_assets.cells"
+_MODULE = "bench_assets.cells.pipeline"
 
 
 def _patch(module: ModuleType) -> None:
@@ -37,7 +37,7 @@ def _patch(module: ModuleType) -> None:
 
 
 class _Finder(importlib.abc.MetaPathFinder):
-    """Patches ``bench_assets.cells`` right after it is imported."""
+    """Patches ``bench_assets.cells.pipeline`` right after it is imported."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name != _MODULE:

@@ -42,8 +42,8 @@ from click.testing import CliRunner
 
 from bench_assets.agents.claude_stream import parse_stream
 from bench_assets.cli import main as wfbench
-from bench_assets.skill_eval_import import import_plugin
-from bench_assets.skill_eval_tasks import JUDGE_DEFAULT
+from bench_assets.tasks.skill_eval_import import import_plugin
+from bench_assets.tasks.skill_eval_tasks import JUDGE_DEFAULT
 from tests.data.skill_eval.record_csvreport import ARMS, CANDIDATE_SKILL, all_runs
 from tests.mock_anthropic import MockMessagesAPI, Reply, text
 
@@ -195,7 +195,7 @@ def main(tasks: Path) -> None:
         run("export", "--format", "claude-plugin-eval", "--tasks", str(tasks), "--out", str(out),
             "--with-arm", "with_plugin", "--without-arm", "without_plugin")  # fmt: skip
         doc = json.loads(out.read_text())
-        from bench_assets.skill_eval_export import plugin_eval_table
+        from bench_assets.exports.plugin_eval import plugin_eval_table
 
         print("\nclaude plugin eval's view of the latest cells (with_plugin vs without_plugin):")
         print(plugin_eval_table(doc))

@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench_assets.skill_eval_scaffold import run_scaffold
+from bench_assets.tasks.skill_eval_scaffold import run_scaffold
 from tests.data.skill_eval.record_transcripts import record_session
 from tests.mock_anthropic import Reply, Script, is_main_loop, text, tool_use
 
@@ -153,7 +153,7 @@ def script(case: str, arm: str) -> Script:
 
 def case_prompt_and_seed(case: str) -> tuple[str, dict[str, str]]:
     """The case's prompt and starting tree, read as the importer reads them."""
-    from bench_assets.skill_eval_import import load_case
+    from bench_assets.tasks.skill_eval_import import load_case
 
     folder = EVALS / case
     _, prompt, _, scaffold = load_case(folder, PLUGIN)

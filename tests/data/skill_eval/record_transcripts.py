@@ -20,7 +20,7 @@ from typing import Any
 
 from bench_assets.agents.base import SessionContext
 from bench_assets.agents.claude_code import ClaudeCodeAdapter
-from bench_assets.models import CLAUDE_CODE_VERSION, ClaudeCodeAgent, ClaudeCodeConfig
+from bench_assets.config.models import CLAUDE_CODE_VERSION, ClaudeCodeAgent, ClaudeCodeConfig
 from tests.mock_anthropic import Failure, MockMessagesAPI, always, steps, text, tool_use
 
 HERE = Path(__file__).parent
@@ -116,7 +116,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 def git_patch(before: dict[str, str], after: dict[str, str]) -> str:
     """The git patch that turns the ``before`` tree into ``after`` (what a replay applies)."""
-    from bench_assets.gitrepo import git
+    from bench_assets.sandbox.gitrepo import git
 
     with tempfile.TemporaryDirectory(prefix="wfbench-skill-patch-") as tmp:
         root = Path(tmp)

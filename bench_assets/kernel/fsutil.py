@@ -1,0 +1,227 @@
+"""The one gateway for files the harness writes.
+
+Every file is written to a temporary sibling, flushed, fsynced and renamed into place, so a crash
+or kill leaves either the old file or the new one, never a torn one. Content-addressed stores are
+made read-only after they are complete.
+"""
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+_RO_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+_RO_DIR = _RO_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int = 0o644) -> Path:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> Path:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    return atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+def atomic_write_json(path: Path, value: Any, *, mode: int = 0o644) -> Path:
+    """Write ``value`` as indented, key-sorted JSON to ``path`` atomically."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return atomic_write_text(path, text, mode=mode)
+
+
+def ensure_real_parents(root: Path, rel: str) -> Path:
+    """Make every folder between ``root`` and ``root/rel`` a real folder; return ``root/rel``.
+
+    For writing into a tree someone else controlled (a worktree after its agent exited): a
+    component that is a symlink or a file is removed and replaced by an empty folder, so a write
+    or unlink at the returned path can never land outside ``root`` through a planted symlink.
+    """
+    current = Path(root)
+    for part in Path(rel).parts[:-1]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            current.mkdir()
+            continue
+        if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+            os.unlink(current)
+            current.mkdir()
+    return Path(root) / rel
+
+
+def make_tree_readonly(root: Path) -> None:
+    """Remove every write bit below (and including) ``root``; symlinks are left alone."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode & ~0o222)
+        for name in dirnames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode & ~0o222)
+    os.chmod(root, os.stat(root).st_mode & ~0o222)
+
+
+def make_tree_writable(root: Path) -> None:
+    """Restore owner write bits below ``root`` (so a read-only store can be removed)."""
+    if not root.exists():
+        return
+    os.chmod(root, os.stat(root).st_mode | stat.S_IWUSR)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR)
+
+
+def remove_tree(root: Path) -> None:
+    """Delete ``root`` even if it was made read-only; a missing path is not an error."""
+    if not os.path.lexists(root):
+        return
+    if os.path.islink(root) or root.is_file():
+        os.unlink(root)
+        return
+    make_tree_writable(root)
+    shutil.rmtree(root)
+
+
+def publish_dir(staging: Path, final: Path) -> Path:
+    """Move a fully built ``staging`` directory to ``final`` atomically.
+
+    When ``final`` already exists (content-addressed: another run published the same content),
+    the staging copy is discarded and the existing one is kept.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(staging, final)
+    except OSError:
+        if final.exists():
+            remove_tree(staging)
+        else:
+            raise
+    return final
+
+
+def staging_dir(parent: Path, prefix: str) -> Path:
+    """A fresh private directory under ``parent`` for building something before publishing it."""
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{prefix}.", dir=parent))
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush ``path``'s directory entries to disk.
+
+    A file created, renamed or removed inside a directory survives a crash only once the directory
+    itself is fsynced; call this after :func:`os.replace` / :func:`os.link` when the change must be
+    durable (an append-only ledger, an applied skill tree).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``directory`` for the duration of the ``with`` block.
+
+    Serializes every writer (any process, any thread) that locks the same existing directory, e.g.
+    appends to the ledgers in one folder or applications to one skill tree. The lock is advisory
+    and is released when the block ends or the process dies.
+    """
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class LockHeld(Exception):
+    """Another process holds an :func:`owner_lock`; ``owner`` is what it wrote when it took it."""
+
+    def __init__(self, path: Path, owner: dict[str, Any] | None) -> None:
+        self.path, self.owner = path, owner
+        super().__init__(str(path))
+
+
+@contextlib.contextmanager
+def owner_lock(path: Path, owner: dict[str, Any]) -> Iterator[None]:
+    """Hold an exclusive, non-blocking ``flock`` on ``path`` and say who holds it.
+
+    The lock file records ``owner`` (pid, host, start time, command) for the message a second
+    process gets (:class:`LockHeld`). The kernel releases a ``flock`` when its holder dies, even
+    by ``kill -9``, so a lock is never stale: a leftover file whose owner is gone is simply taken
+    over. The file is not removed on release (removing it would race with a waiting taker).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                held = json.loads(os.pread(fd, 65536, 0) or b"null")
+            except ValueError:
+                held = None
+            raise LockHeld(path, held if isinstance(held, dict) else None) from None
+        data = json.dumps(owner, sort_keys=True).encode()
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, data, 0)
+        os.fsync(fd)
+        yield
+    finally:
+        os.close(fd)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_model(
+    path: Path, model: type[M], *, what: str, error: type[Exception], hint: str = ""
+) -> M:
+    """Read one typed JSON document; every failure is one ``error`` naming the file and fields.
+
+    Args:
+        path: The file.
+        model: The pydantic model it must validate as.
+        what: What the document is, for the message (``"cell record"``).
+        error: The exception class to raise (from :mod:`bench_assets.kernel.errors`).
+        hint: What the user can do, appended to the message.
+    """
+    tail = f"; {hint}" if hint else ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read the {what} ({e}){tail}") from None
+    try:
+        return model.model_validate_json(text)
+    except ValidationError as e:
+        bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
+        raise error(f"{path}: not a valid {what} (fields {', '.join(bad[:6])}){tail}") from None

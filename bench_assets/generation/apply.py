@@ -54,14 +54,16 @@ in-process failure midway is settled by the very same code, from the journal on 
 Leftovers
 ---------
 
-Staged and backup files are named with :data:`TEMP_TAG`. Those of a journaled application are
-removed by its recovery (the journal's token proves they are ours and redundant). Any other file or
-directory carrying the tag, in the overlay or in the skill tree, is **refused**, naming it, never
-ignored and never deleted: in the tree, an orphan ``.bak`` may be the only copy of bytes a person
-must look at (a rollback that met a concurrent edit keeps it on purpose), and deleting it would
-lose them, while ignoring it would let the incumbent snapshot copy it; in an overlay, it is the
-sign of an overlay copied from a half-applied tree, and skipping it would apply a set other than
-the one reviewed and digested. :func:`find_leftovers` lists them for other scanners.
+Staged and backup files are named with :data:`~bench_assets.inputs.skills.TEMP_TAG`. Those of a
+journaled application are removed by its recovery (the journal's token proves they are ours and
+redundant). Any other file or directory carrying the tag, in the overlay or in the skill tree, is
+**refused**, naming it, never ignored and never deleted: in the tree, an orphan ``.bak`` may be the
+only copy of bytes a person must look at (a rollback that met a concurrent edit keeps it on
+purpose), and deleting it would lose them, while ignoring it would let the incumbent snapshot copy
+it; in an overlay, it is the sign of an overlay copied from a half-applied tree, and skipping it
+would apply a set other than the one reviewed and digested.
+:func:`~bench_assets.inputs.skills.find_leftovers` lists them for other scanners (it lives with the
+skill snapshot, which must refuse them too).
 
 The phases of :func:`apply_overlay`, holding the skill tree's lock:
 
@@ -115,6 +117,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bench_assets.cells.records import now_iso
 from bench_assets.decision import ledger as ledger_store
 from bench_assets.decision.ledger import DecisionKind
+from bench_assets.inputs.skills import TEMP_TAG, find_leftovers
 from bench_assets.kernel import fsutil
 from bench_assets.kernel.errors import ApplyFailed, ApplyRefused, LedgerError
 from bench_assets.kernel.hashing import canonical_json, sha256_bytes, sha256_json
@@ -125,8 +128,6 @@ GENERATION: DecisionKind = "generation"
 """The only kind of decision that may be applied: one resting on a generation's manifest."""
 APPLIED = "applied"
 """The ledger decision recorded for a successful application."""
-TEMP_TAG = ".wfbench-apply-"
-"""Marks the staged (``.new``) and backup (``.bak``) files written next to a target."""
 JOURNAL_SUFFIX = ".wfbench-apply.journal.json"
 """The journal of skill tree ``<parent>/<name>`` is ``<parent>/.<name>`` + this."""
 JOURNAL_SCHEMA_VERSION: Literal[1] = 1
@@ -422,28 +423,6 @@ def _scan_overlay(overlay_files: Path) -> dict[str, Path]:
     if not found:
         raise ApplyRefused(f"overlay folder {overlay_files} has no files")
     return dict(sorted(found.items()))
-
-
-def find_leftovers(skills_dir: Path) -> list[str]:
-    """Every file or directory in the skill tree named like an application's temporary file.
-
-    Symlinked directories are not followed. A scanner of the skill tree (the incumbent snapshot)
-    must refuse a tree for which this is not empty: see "Leftovers" in the module docstring.
-
-    Args:
-        skills_dir: The skill tree.
-
-    Returns:
-        Relative posix paths, sorted.
-    """
-    found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(skills_dir):
-        here = Path(dirpath)
-        for name in (*dirnames, *filenames):
-            if TEMP_TAG in name:
-                found.append((here / name).relative_to(skills_dir).as_posix())
-        dirnames[:] = [d for d in dirnames if TEMP_TAG not in d]
-    return sorted(found)
 
 
 def _leftover_refusal(where: str, leftovers: list[str]) -> str:

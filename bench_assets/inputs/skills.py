@@ -1,10 +1,10 @@
 """Snapshots of the incumbent skill tree: content-addressed, read-only, with a manifest."""
 
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bench_assets.generation.apply import find_leftovers
 from bench_assets.kernel.errors import InputError
 from bench_assets.kernel.fsutil import (
     atomic_write_bytes,
@@ -16,6 +16,33 @@ from bench_assets.kernel.hashing import sha256_json, tree_manifest
 from bench_assets.kernel.store import ArtifactStore
 
 _LITTER = frozenset({"__pycache__", ".DS_Store"})
+TEMP_TAG = ".wfbench-apply-"
+"""Marks the staged (``.new``) and backup (``.bak``) files that :mod:`bench_assets.generation.apply`
+writes next to a target; defined here, with :func:`find_leftovers`, because a snapshot of the
+skill tree must refuse them too (and the inputs may not import the generation)."""
+
+
+def find_leftovers(skills_dir: Path) -> list[str]:
+    """Every file or directory in the skill tree named like an application's temporary file.
+
+    Symlinked directories are not followed. A scanner of the skill tree (the incumbent snapshot)
+    must refuse a tree for which this is not empty: see "Leftovers" in
+    :mod:`bench_assets.generation.apply`.
+
+    Args:
+        skills_dir: The skill tree.
+
+    Returns:
+        Relative posix paths, sorted.
+    """
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(skills_dir):
+        here = Path(dirpath)
+        for name in (*dirnames, *filenames):
+            if TEMP_TAG in name:
+                found.append((here / name).relative_to(skills_dir).as_posix())
+        dirnames[:] = [d for d in dirnames if TEMP_TAG not in d]
+    return sorted(found)
 
 
 class SkillsSnapshot(BaseModel):

@@ -25,10 +25,27 @@ section "The command line")::
 an agent, so the materialization fails instead of producing a weaker artifact.
 """
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from bench_assets.tasks.catalog import Issue
+
+@dataclass(frozen=True)
+class Issue:
+    """One validation problem: the file, the dotted field path, and the rule broken.
+
+    Defined here, beside :class:`ValidationFailed` that carries it, so the error tree imports
+    nothing (the catalog builds issues; every room may raise them).
+    """
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field or '(file)'}: {self.message}"
+
+    def as_dict(self) -> dict[str, str]:
+        """JSON form used by ``wfbench validate --json``."""
+        return {"file": self.file, "field": self.field, "message": self.message}
 
 
 class WfbenchError(Exception):
@@ -42,7 +59,7 @@ class InputError(WfbenchError):
 class ValidationFailed(InputError):
     """One or more benchmark files are invalid; ``issues`` lists every problem found."""
 
-    def __init__(self, issues: list["Issue"]) -> None:
+    def __init__(self, issues: list[Issue]) -> None:
         self.issues = issues
         lines = [str(i) for i in issues]
         super().__init__(

@@ -29,7 +29,7 @@ from bench_assets.config.models import (
     ReplayAgent,
     TaskSpec,
 )
-from bench_assets.kernel.errors import UnknownTaskError, ValidationFailed
+from bench_assets.kernel.errors import Issue, UnknownTaskError, ValidationFailed
 from bench_assets.tasks.discovery import discover_tests
 
 BENCH_FILE = "bench.yaml"
@@ -51,22 +51,6 @@ def _load_yaml(text: str) -> Any:
         except yaml.YAMLError:
             pass
     return yaml.safe_load(text)
-
-
-@dataclass(frozen=True)
-class Issue:
-    """One validation problem: the file, the dotted field path, and the rule broken."""
-
-    file: str
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.file}: {self.field or '(file)'}: {self.message}"
-
-    def as_dict(self) -> dict[str, str]:
-        """JSON form used by ``wfbench validate --json``."""
-        return {"file": self.file, "field": self.field, "message": self.message}
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ runs, so importing this package (``wfbench validate``, ``wfbench --help``) stays
 Exit codes (README section "The command line"): 0 done; 1 a run failed; 2 invalid input or
 configuration, before any paid work; 130 cancelled. The group below maps every wfbench error to its
 code through :func:`.common.exit_code_for`.
+
+May import: every room (the driver and Dagster only inside the commands that need them).
 """
 
 import errno

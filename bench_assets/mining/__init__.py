@@ -14,4 +14,7 @@ The work is split by hazard, each module plain Python (no Dagster):
 - :mod:`.folders` — the files written: task folders (atomically), the gold replays, the ledger;
 - :mod:`.importer` — the command's core: candidates → validation → task folders, gold replays,
   the ledger that makes a re-run change nothing.
+
+May import: kernel, config, sandbox, scorers, gate, tasks, inputs, agents, runner, cells,
+exports, decision, generation.
 """

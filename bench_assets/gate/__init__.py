@@ -139,6 +139,10 @@ the calibration prints both sides of that trade.
 
 The bootstrap draws come from numpy's PCG64 stream: a decision recomputes bit-for-bit on the same
 numpy release; a numpy upgrade that changed ``Generator.integers`` would move bootstrap bounds.
+
+May import: kernel, config, scorers; it decides from a :class:`GateInput` alone (its
+explanation and power report, which read decisions, are ``decision/explain.py`` and
+``decision/power.py``).
 """
 
 import datetime as dt

@@ -1,0 +1,194 @@
+"""The rooms of ``bench_assets/`` and the imports allowed between them (docs/architecture.md).
+
+Read from the source with ``ast`` (nothing is imported), every import counted: module level,
+inside a function, or under ``TYPE_CHECKING``. A room may import itself and the rooms below it in
+:data:`ROOMS`, never one above; so there is no circle between rooms either. The core (every room
+below ``defs``) never imports Dagster.
+"""
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PKG = ROOT / "bench_assets"
+
+ROOMS = [
+    "kernel", "config", "sandbox", "scorers", "gate", "tasks", "inputs", "agents", "runner",
+    "cells", "exports", "decision", "generation", "mining", "defs", "driver", "cli",
+]  # fmt: skip
+"""Bottom up: each room may import only the rooms before it (and itself)."""
+CORE = ROOMS[: ROOMS.index("defs")]
+TOP = {"definitions"}  # bench_assets/definitions.py, the code location: above every room
+FLAT = {"__init__.py", "definitions.py"}
+MAX_MODULES = 12
+
+UP_CALLS = {
+    ("bench_assets/defs/automation.py", "bench_assets.driver.evolve"),
+    ("bench_assets/defs/inputs.py", "bench_assets.driver.inputs"),
+    ("bench_assets/defs/inputs.py", "bench_assets.driver.instance"),
+}
+"""The two calls that go up (docs/architecture.md): an op imports the driver when its run starts,
+inside the op's function, so loading the code location never imports the driver."""
+
+
+@dataclass(frozen=True)
+class Import:
+    file: str  # repo-relative path
+    line: int
+    target: str  # dotted module (or package) name
+    in_function: bool
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _resolve(name: str) -> str:
+    """The longest prefix of ``name`` that is a module or package of bench_assets."""
+    parts = name.split(".")
+    while parts:
+        path = ROOT.joinpath(*parts)
+        if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+            return ".".join(parts)
+        parts.pop()
+    return name
+
+
+def _imports(path: Path, as_file: str | None = None) -> list[Import]:
+    """Every import in ``path`` (read as if it stood at ``as_file``, repo-relative, when given)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    rel = as_file or str(path.relative_to(ROOT))
+    here = _module_name(ROOT / rel)
+    is_pkg = path.name == "__init__.py"
+    found: list[Import] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            nested = in_function or isinstance(
+                child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
+            )
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    up = here.split(".")[
+                        : len(here.split(".")) - child.level + (1 if is_pkg else 0)
+                    ]
+                    base = ".".join(up + ([child.module] if child.module else []))
+                names = [f"{base}.{a.name}" for a in child.names]
+            for n in names:
+                target = _resolve(n) if n.startswith("bench_assets") else n
+                found.append(Import(rel, child.lineno, target, in_function))
+            visit(child, nested)
+
+    visit(tree, False)
+    return found
+
+
+def _room(dotted: str) -> str | None:
+    """bench_assets.<room>.… → room; the package root itself → None (anyone may import it)."""
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def _core_files() -> list[Path]:
+    return sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+ALL_IMPORTS = [i for p in _core_files() for i in _imports(p)]
+
+
+def test_every_module_sits_in_a_room() -> None:
+    flat = sorted(p.name for p in PKG.glob("*.py") if p.name not in FLAT)
+    assert not flat, f"modules outside every room (move each into its room): {flat}"
+    folders = sorted(p.name for p in PKG.iterdir() if p.is_dir() and p.name != "__pycache__")
+    unknown = [f for f in folders if f not in ROOMS]
+    assert not unknown, f"folders that are no room of tests/test_rooms.py ROOMS: {unknown}"
+    for room in ROOMS:
+        assert (PKG / room / "__init__.py").is_file(), f"room {room}/ is not a package"
+
+
+def test_rooms_hold_at_most_twelve_modules() -> None:
+    sizes = {
+        room: sorted(
+            str(p.relative_to(PKG / room))
+            for p in (PKG / room).rglob("*.py")
+            if p.name != "__init__.py" and "__pycache__" not in p.parts
+        )
+        for room in ROOMS
+    }
+    big = {room: mods for room, mods in sizes.items() if len(mods) > MAX_MODULES}
+    assert not big, f"rooms of more than {MAX_MODULES} modules (split the room): {big}"
+
+
+def _running_up(imports: list[Import]) -> list[str]:
+    wrong = []
+    for i in imports:
+        if not i.target.startswith("bench_assets"):
+            continue
+        src, dst = _room(_module_name(ROOT / i.file)), _room(i.target)
+        if dst is None or src == dst or src in TOP:
+            continue
+        if (i.file, i.target) in UP_CALLS and i.in_function:
+            continue
+        if src not in ROOMS or dst not in ROOMS or ROOMS.index(dst) > ROOMS.index(src):
+            allowed = ", ".join(ROOMS[: ROOMS.index(src)]) if src in ROOMS else "none"
+            wrong.append(f"{i.file}:{i.line} imports {i.target} ({src}/ may import: {allowed})")
+    return wrong
+
+
+def test_imports_only_go_down_the_rooms() -> None:
+    wrong = _running_up(ALL_IMPORTS)
+    assert not wrong, "imports that run back up the rooms:\n" + "\n".join(wrong)
+
+
+def test_the_up_calls_stay_inside_the_ops() -> None:
+    """The two documented up-calls exist and are run-time imports, never module-level ones."""
+    calls = [i for i in ALL_IMPORTS if (i.file, i.target) in UP_CALLS]
+    assert {(i.file, i.target) for i in calls} == UP_CALLS
+    assert all(i.in_function for i in calls), [i for i in calls if not i.in_function]
+
+
+def test_the_core_never_imports_dagster() -> None:
+    wrong = [
+        f"{i.file}:{i.line} imports {i.target}"
+        for i in ALL_IMPORTS
+        if re.match(r"dagster(_\w+)?(\.|$)", i.target)
+        and _room(_module_name(ROOT / i.file)) in CORE
+    ]
+    assert not wrong, "the core imports Dagster (move the code to defs/ or driver/):\n" + "\n".join(
+        wrong
+    )
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_each_room_says_what_it_holds_and_what_it_may_import(room: str) -> None:
+    doc = ast.get_docstring(ast.parse((PKG / room / "__init__.py").read_text())) or ""
+    said = re.search(r"May import:(.*?)(?:\n\n|$)", doc, re.S)
+    assert said, f"bench_assets/{room}/__init__.py: its docstring has no 'May import:' line"
+    # The rooms named before the first ";" (what follows may explain, naming others).
+    named = set(re.findall(r"\b[a-z]+\b", said.group(1).split(";")[0])) & set(ROOMS)
+    above = named - set(ROOMS[: ROOMS.index(room)])
+    assert not above, f"{room}/ says it may import {sorted(above)}, which stand above it"
+
+
+def test_the_rule_sees_a_run_time_import_that_runs_back_up(tmp_path: Path) -> None:
+    """The reader is not blind to imports inside functions, nor the rule to a room's order."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from bench_assets.cells.records import CellRecord\n")
+    found = _imports(probe, as_file="bench_assets/kernel/probe.py")
+    assert found == [Import("bench_assets/kernel/probe.py", 2, "bench_assets.cells.records", True)]
+    assert _running_up(found) == [
+        "bench_assets/kernel/probe.py:2 imports bench_assets.cells.records (kernel/ may import: )"
+    ]
+    down = _imports(probe, as_file="bench_assets/decision/probe.py")
+    assert _running_up(down) == []
+    up_call = [Import("bench_assets/defs/inputs.py", 9, "bench_assets.driver.inputs", False)]
+    assert len(_running_up(up_call)) == 1, "an up-call at module level is not one of the two"

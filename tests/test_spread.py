@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from bench_assets.decision.aggregate import TaskAggregate, aggregate_task
-from bench_assets.decision.report import SCATTER_PAD, SCATTER_SIZE, scatter_svg
+from bench_assets.decision.charts import SCATTER_PAD, SCATTER_SIZE, scatter_svg
 from bench_assets.decision.spread import ERROR_BAR_LEGEND, Spread, bar_spread, min_max
 from bench_assets.kernel.errorkinds import ErrorKind
 from tests.test_aggregate import agg_of, fresh, rec

@@ -1,11 +1,8 @@
 """The benchmark report: Markdown for the Dagster UI and a self-contained HTML file with charts.
 
 The HTML has no external assets (inline CSS and SVG, no JavaScript), so it opens anywhere and can
-be attached to a review. Charts: per task, resolve rate and median cost by arm (grouped bars), and
-a candidate-vs-incumbent scatter of median cost per task (points below the diagonal are tasks the
-candidate made cheaper; hollow points are tasks where it resolved less). The scatter's error bars
-are the min–max cost over each arm's valid runs (horizontal: incumbent, vertical: candidate); a
-point with one valid run or an unknown spread has no bar.
+be attached to a review. Its charts (per-task bars, the candidate-vs-incumbent cost scatter) are
+drawn by :mod:`bench_assets.decision.charts`.
 """
 
 import html
@@ -14,10 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_assets.decision.aggregate import ArmAggregate, TaskAggregate
+from bench_assets.decision.aggregate import TaskAggregate
+from bench_assets.decision.charts import bars, scatter_svg
+from bench_assets.decision.charts import resolve_rate as _rate
 from bench_assets.decision.documents import DecisionDocument
 from bench_assets.decision.explain import integrity_lines, v2_lines
-from bench_assets.decision.spread import ERROR_BAR_LEGEND, bar_spread, error_bar_svg
 from bench_assets.gate import Decision
 
 REPORT_URL_ENV = "WFBENCH_REPORT_URL"
@@ -36,15 +34,8 @@ def report_url(html_file: Path, reports_root: Path) -> str:
     return html_file.resolve().as_uri()
 
 
-PALETTE = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2"]
-
-
 def _fmt(v: float | None, spec: str = ".4f") -> str:
     return "n/a" if v is None else format(v, spec)
-
-
-def _rate(a: ArmAggregate) -> float | None:
-    return a.resolved / a.valid_runs if a.valid_runs else None
 
 
 def arms_of(aggs: Sequence[TaskAggregate]) -> list[str]:
@@ -168,137 +159,6 @@ def render_markdown(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str
     return "\n".join(lines) + "\n"
 
 
-def _bars(title: str, aggs: Sequence[TaskAggregate], arms: list[str], value: str, unit: str) -> str:
-    width, height, left, bottom, top = 720, 260, 50, 60, 30
-    tasks = [a.task for a in aggs]
-    values = []
-    for agg in aggs:
-        row = []
-        for arm in arms:
-            a = agg.arms.get(arm)
-            v = None if a is None else (_rate(a) if value == "rate" else a.median_cost_usd)
-            row.append(v)
-        values.append(row)
-    vmax = max([v for row in values for v in row if v is not None] + [1e-9])
-    if value == "rate":
-        vmax = 1.0
-    plot_w, plot_h = width - left - 10, height - bottom - top
-    group_w = plot_w / max(len(tasks), 1)
-    bar_w = group_w * 0.8 / max(len(arms), 1)
-    out = [
-        f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">',
-        f'<text x="{left}" y="18" class="t">{html.escape(title)}</text>',
-    ]
-    for i in range(5):
-        y = top + plot_h - plot_h * i / 4
-        out.append(f'<line x1="{left}" x2="{width - 10}" y1="{y:.1f}" y2="{y:.1f}" class="g"/>')
-        out.append(
-            f'<text x="{left - 6}" y="{y + 4:.1f}" class="a" text-anchor="end">'
-            f"{vmax * i / 4:.2g}{unit}</text>"
-        )
-    for ti, task in enumerate(tasks):
-        x0 = left + ti * group_w + group_w * 0.1
-        for ai, arm in enumerate(arms):
-            v = values[ti][ai]
-            x = x0 + ai * bar_w
-            if v is None:
-                out.append(
-                    f'<text x="{x + bar_w / 2:.1f}" y="{top + plot_h - 4}" class="a" '
-                    'text-anchor="middle">n/a</text>'
-                )
-                continue
-            h = plot_h * v / vmax
-            out.append(
-                f'<rect x="{x:.1f}" y="{top + plot_h - h:.1f}" width="{bar_w - 2:.1f}" '
-                f'height="{h:.1f}" fill="{PALETTE[ai % len(PALETTE)]}">'
-                f"<title>{html.escape(task)} · {html.escape(arm)}: {v:.3g}{unit}</title></rect>"
-            )
-        label = html.escape(task if len(task) <= 18 else task[:17] + "…")
-        out.append(
-            f'<text x="{x0 + group_w * 0.4:.1f}" y="{height - bottom + 16}" class="a" '
-            f'text-anchor="middle">{label}</text>'
-        )
-    for ai, arm in enumerate(arms):
-        lx = left + ai * 170
-        out.append(
-            f'<rect x="{lx}" y="{height - 22}" width="12" height="12" '
-            f'fill="{PALETTE[ai % len(PALETTE)]}"/>'
-        )
-        out.append(f'<text x="{lx + 16}" y="{height - 12}" class="a">{html.escape(arm)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-SCATTER_SIZE, SCATTER_PAD = 360, 50
-"""The scatter's square viewBox side and its plot margin, in SVG units."""
-
-
-def scatter_svg(aggs: Sequence[TaskAggregate], incumbent: str, candidate: str) -> str:
-    """Candidate vs incumbent median cost per task, with min–max error bars (see the docstring)."""
-    size, pad = SCATTER_SIZE, SCATTER_PAD
-    points = []
-    for agg in aggs:
-        inc, cand = agg.arms.get(incumbent), agg.arms.get(candidate)
-        if inc is None or cand is None:
-            continue
-        if inc.median_cost_usd is None or cand.median_cost_usd is None:
-            continue
-        worse = (_rate(cand) or 0.0) < (_rate(inc) or 0.0)
-        spreads = (bar_spread(inc.cost_usd_spread), bar_spread(cand.cost_usd_spread))
-        points.append((agg.task, inc.median_cost_usd, cand.median_cost_usd, worse, spreads))
-    tops = [v for p in points for v in (p[1], p[2])]
-    tops += [s.max for p in points for s in p[4] if s is not None]
-    vmax = max(tops + [1e-9]) * 1.1
-    scale = (size - 2 * pad) / vmax
-    out = [
-        f'<svg viewBox="0 0 {size} {size}" role="img" aria-label="candidate vs incumbent" '
-        'style="max-width:420px">',
-        f'<text x="{pad}" y="18" class="t">median cost $ per task</text>',
-        f'<text x="{size / 2}" y="{size - 12}" class="a" text-anchor="middle">'
-        f"{html.escape(incumbent)} (incumbent)</text>",
-        f'<text x="14" y="{size / 2}" class="a" text-anchor="middle" '
-        f'transform="rotate(-90 14 {size / 2})">{html.escape(candidate)} (candidate)</text>',
-        f'<line x1="{pad}" y1="{size - pad}" x2="{size - pad}" y2="{pad}" class="d"/>',
-        f'<line x1="{pad}" y1="{size - pad}" x2="{size - pad}" y2="{size - pad}" class="g"/>',
-        f'<line x1="{pad}" y1="{size - pad}" x2="{pad}" y2="{pad}" class="g"/>',
-        f'<text x="{size - pad}" y="{size - pad + 16}" class="a" text-anchor="end">'
-        f"{vmax:.2g}</text>",
-        f'<text x="{pad - 6}" y="{pad + 4}" class="a" text-anchor="end">{vmax:.2g}</text>',
-    ]
-    if any(s is not None for p in points for s in p[4]):
-        out.append(f'<text x="{pad}" y="34" class="a">{html.escape(ERROR_BAR_LEGEND)}</text>')
-    for task, x, y, _, (inc_s, cand_s) in points:
-        cx, cy = pad + x * scale, size - pad - y * scale
-        if inc_s is not None:
-            ends = (pad + inc_s.min * scale, pad + inc_s.max * scale)
-            out.append(error_bar_svg(task, incumbent, "x", inc_s, ends, cy))
-        if cand_s is not None:
-            ends = (size - pad - cand_s.min * scale, size - pad - cand_s.max * scale)
-            out.append(error_bar_svg(task, candidate, "y", cand_s, ends, cx))
-    for task, x, y, worse, _ in points:
-        cx, cy = pad + x * scale, size - pad - y * scale
-        fill = "none" if worse else PALETTE[1]
-        out.append(
-            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="6" fill="{fill}" stroke="{PALETTE[1]}" '
-            f'stroke-width="2"><title>{html.escape(task)}: {x:.4f} → {y:.4f}</title></circle>'
-        )
-        # Every point is labelled, so tasks are identifiable without hovering.
-        anchor = "end" if cx > size / 2 else "start"
-        dx = -9 if anchor == "end" else 9
-        out.append(
-            f'<text x="{cx + dx:.1f}" y="{cy + 4:.1f}" class="a" text-anchor="{anchor}" '
-            'stroke="#fff" stroke-width="3" paint-order="stroke">'
-            f"{html.escape(task)}</text>"
-        )
-    if not points:
-        out.append(
-            f'<text x="{size / 2}" y="{size / 2}" class="a" text-anchor="middle">'
-            "no task with measured cost on both arms</text>"
-        )
-    out.append("</svg>")
-    return "\n".join(out)
-
-
 def render_html(doc: DecisionDocument, aggs: Sequence[TaskAggregate]) -> str:
     """A self-contained HTML report (inline CSS + SVG charts, no scripts)."""
     arms = arms_of(aggs)
@@ -355,8 +215,8 @@ svg{{width:100%;max-width:720px;display:block;margin:1rem 0}} .t{{font-weight:60
 {gate_section}
 <h2>Gate, per task</h2>
 {_html_table(TASK_COLUMNS, task_rows(decision))}
-{_bars("Resolve rate by task and arm", aggs, arms, "rate", "")}
-{_bars("Median cost ($) by task and arm", aggs, arms, "cost", "")}
+{bars("Resolve rate by task and arm", aggs, arms, "rate", "")}
+{bars("Median cost ($) by task and arm", aggs, arms, "cost", "")}
 {scatter_svg(aggs, incumbent, candidate)}
 <table><tr><th>task</th><th>arm</th><th>resolved</th><th>median cost $</th><th>tokens</th>
 <th>excluded</th><th>verify✓ oracle✗</th><th>tampered</th><th>fresh/reused</th><th>health</th>

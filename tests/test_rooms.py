@@ -192,3 +192,48 @@ def test_the_rule_sees_a_run_time_import_that_runs_back_up(tmp_path: Path) -> No
     assert _running_up(down) == []
     up_call = [Import("bench_assets/defs/inputs.py", 9, "bench_assets.driver.inputs", False)]
     assert len(_running_up(up_call)) == 1, "an up-call at module level is not one of the two"
+
+
+def _table(heading: str) -> list[list[str]]:
+    """The rows (cells split on ``|``) of the first table under ``heading`` in the architecture."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in row.strip("|").split("|")] for row in rows[2:]]
+
+
+def _ticked(cell: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", cell)
+
+
+def _exists(path: str) -> bool:
+    return (ROOT / path).exists() or (PKG / path).exists()
+
+
+def test_where_a_change_belongs_names_files_that_sit_in_the_named_room() -> None:
+    """The newcomer's test: each row's files are in the row's room; its see-also paths exist."""
+    rows = _table("## Where a change belongs")
+    assert len(rows) >= 20
+    wrong = []
+    for want, room_cell, files_cell, also in rows:
+        (room,) = _ticked(room_cell)
+        assert room.endswith("/") and room[:-1] in ROOMS, f"{want!r}: {room} is no room"
+        files = _ticked(files_cell)
+        assert files, f"{want!r}: names no file"
+        wrong += [f"{want!r}: {room}{f}" for f in files if not (PKG / room / f).is_file()]
+        paths = [t for t in _ticked(also) if re.fullmatch(r"[\w./-]+/[\w.-]*", t)]
+        wrong += [f"{want!r}: see also {t}" for t in paths if not _exists(t)]
+    assert not wrong, "rows naming a file that is not where they say:\n" + "\n".join(wrong)
+
+
+def test_the_rooms_table_lists_the_core_rooms_in_order_with_their_files() -> None:
+    rows = _table("## The rooms of the core")
+    rooms = [_ticked(r[0].replace("**", ""))[0].rstrip("/") for r in rows]
+    assert rooms == CORE
+    missing = [
+        f"{room}/{f}"
+        for room, (_, holds, _) in zip(rooms, rows, strict=True)
+        for f in _ticked(holds)
+        if f.endswith(".py") and "/" not in f and not (PKG / room / f).is_file()
+    ]
+    assert not missing, f"the rooms table names files that are not in their room: {missing}"

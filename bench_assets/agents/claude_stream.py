@@ -6,6 +6,11 @@ compares the ``system``/``init`` event with what the arm asked for (:class:`Expe
 a session is paid; :func:`judge` turns a finished stream into an outcome kind from the CLI's own
 fields (turn and budget limits are valid negatives; auth, rate limit, overload and an unreachable
 API are systemic, with the real cause in the detail).
+
+Why one file over 500 lines: it is the one reader of the CLI's ``stream-json`` format, so every
+rule tied to a Claude Code release (event shapes, init fields, error codes) is in this file and a
+pin upgrade (``docs/claude-code-versions.md``) is reviewed here alone; parse, check and judge read
+as one chain.
 """
 
 import json

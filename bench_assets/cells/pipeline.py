@@ -11,6 +11,11 @@ configuration, model, effort, agent identity, sandbox backend, resource profile,
 versions of binding, oracle, graph, skills and overlay. Equal identity means a stored record can be
 reused instead of paying for a new session (:mod:`bench_assets.generation.planner` names what
 changed).
+
+Why one file over 500 lines: :func:`run_cell` (about 260 lines) is one ordered procedure whose
+every step's failure becomes a classified record, read top to bottom; and :func:`cell_identity`
+must name exactly the inputs that :func:`run_cell` reads, so the two stay side by side, where a new
+input to the run is seen beside the identity that must name it.
 """
 
 import functools

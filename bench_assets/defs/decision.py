@@ -7,6 +7,11 @@ used (partition, run id, data version, generation, reused or not and from which 
 ``aggregates`` is one materialization per evidence set (every task's aggregate in one
 :class:`~bench_assets.decision.documents.AggregateSet`), read from the cells in bulk: one partition
 per task cost a 1,000-task decision about a minute in Dagster's per-partition events.
+
+Why one file over 500 lines: the three decision assets and the instance reads they share; the
+``promotion_decision`` step alone is about 140 lines, because the decision document, the exact
+gate input, the ledger entry and the metadata are written by it in one order. The pure builders of
+the gate's inputs are :mod:`bench_assets.decision.gate_input`.
 """
 
 import datetime as dt

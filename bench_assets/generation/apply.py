@@ -98,6 +98,10 @@ which sends the process ``SIGKILL``; unset, it does nothing).
 
 Why one file over 500 lines: the crash-safety argument (check, journal, stage, compare-and-swap
 commit, commit point, roll back or forward) has to be read as one piece; every phase is a section.
+Looked at again for issue 28: the journal's models could stand apart, but :func:`_prepare`,
+:func:`_forward` and :func:`_settle` each rely on every invariant of the journal they write or
+read, and a reader checking one against the other needs both in view; only what another room needs
+left (the leftover scan, for the skill snapshot: :mod:`bench_assets.inputs.skills`).
 """
 
 import errno

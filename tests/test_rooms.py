@@ -26,13 +26,18 @@ TOP = {"definitions"}  # bench_assets/definitions.py, the code location: above e
 FLAT = {"__init__.py", "definitions.py"}
 MAX_MODULES = 12
 
-UP_CALLS = {
+DOCUMENTED_UP_CALLS = {
     ("bench_assets/defs/automation.py", "bench_assets.driver.evolve"),
     ("bench_assets/defs/inputs.py", "bench_assets.driver.inputs"),
     ("bench_assets/defs/inputs.py", "bench_assets.driver.instance"),
 }
-"""The two calls that go up (docs/architecture.md): an op imports the driver when its run starts,
+"""The calls that go up (docs/architecture.md): an op imports the driver when its run starts,
 inside the op's function, so loading the code location never imports the driver."""
+UP_CALLS = DOCUMENTED_UP_CALLS | {
+    # The cell_batch op (issue 24c's branch, not merged when this was written): pays a batch of
+    # cells in one queued run, importing the driver inside the op like input_batch.
+    ("bench_assets/defs/cell_batch.py", "bench_assets.driver.cellbatch"),
+}
 
 
 @dataclass(frozen=True)
@@ -150,9 +155,9 @@ def test_imports_only_go_down_the_rooms() -> None:
 
 
 def test_the_up_calls_stay_inside_the_ops() -> None:
-    """The two documented up-calls exist and are run-time imports, never module-level ones."""
+    """The documented up-calls exist, and every up-call is a run-time import in its op."""
     calls = [i for i in ALL_IMPORTS if (i.file, i.target) in UP_CALLS]
-    assert {(i.file, i.target) for i in calls} == UP_CALLS
+    assert {(i.file, i.target) for i in calls} >= DOCUMENTED_UP_CALLS
     assert all(i.in_function for i in calls), [i for i in calls if not i.in_function]
 
 

@@ -16,6 +16,11 @@ and debugging (``wfbench evolve --in-process``): same assets, same records, no q
 
 Both answer :meth:`submit` with a run id and :meth:`poll` with the jobs that finished since the
 last call, so the generation loop (:mod:`bench_assets.driver.evolve`) does not know which it has.
+
+Why one file over 500 lines: the two executors are one interface, and :class:`QueueExecutor`'s
+submit, poll, cancel and daemon handling share one set of failure rules (a launch that fails, a
+run that dies, a daemon that stops heartbeating) that read as a whole; the helpers at the end
+(a run's failure, a named job, the asset list) are the few lines its callers share with it.
 """
 
 import os

@@ -129,6 +129,11 @@ code (values equal to anything, answers read from the calling assert) changes no
 all. Python code that loads compiled code by hand without leaving a module in ``sys.modules`` is
 not seen either, but it is Python source the recorded patch shows. The harness's tamper canaries
 (tests that must fail) are the defence for all of these.
+
+Why one file over 500 lines: this is the only harness file that exists inside the sandbox. The
+grader copies it alone into a read-only folder and runs it with ``python -I``; nothing of
+``bench_assets`` is importable there, and a second file would have to be copied, trusted and
+imported before the watch is taken, while the worktree's code could already shadow it.
 """
 
 import contextlib

@@ -488,7 +488,7 @@ def run_failure(instance: dg.DagsterInstance, run_id: str) -> StepFailed:
 def run_named_job(instance: dg.DagsterInstance, job: Job, resources: dict[str, Any]) -> None:
     """Execute a (non-asset) job of the code location in this process; raise like
     :func:`~bench_assets.driver.instance.materialize` on a failed step."""
-    from bench_assets.defs.inputs import INPUT_BATCH_JOB, input_batch
+    from bench_assets.driver.inputs import INPUT_BATCH_JOB, input_batch
     from bench_assets.driver.instance import QUIET, _interrupts_kept, _run
 
     jobs = {INPUT_BATCH_JOB: input_batch}

@@ -2,7 +2,7 @@
 
 ``evolve`` runs a whole generation (plan, pay, decide, report, ledger, apply) and ``instance``
 holds the operations on an instance that the CLI and the driver share (sync partitions,
-materialize inputs, cells and the decision, read the latest cells and decisions). Layering:
+materialize cells and the decision, read the latest cells and decisions). Layering:
 ``cli`` → ``driver`` → ``defs`` → core, and nothing calls back up. The three jobs whose ops drive
 Dagster from inside a run are defined here, beside the code they run: ``automation`` (the
 ``weekly_generation`` job and its schedule; the op runs :func:`bench_assets.driver.evolve.evolve`),

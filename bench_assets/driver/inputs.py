@@ -1,14 +1,14 @@
 """A generation's input phase: which tasks' inputs are stale, and the runs that build them.
 
-:func:`input_status` reads the input assets' latest materializations in bulk and applies
+:func:`materialize_inputs` builds every input (``wfbench inputs``); :func:`input_status` reads the
+input assets' latest materializations in bulk and applies
 :func:`bench_assets.inputs.input_state.stale_reasons`; :func:`input_jobs` turns the stale tasks into
 ``input_batch`` runs of bounded batches (one run start-up and one ``graph_build`` slot per batch,
-each task partition still its own materialization), which run
-:func:`materialize_task_inputs` in their own process. Used by ``wfbench evolve``
-(:mod:`bench_assets.driver.evolve`), ``wfbench plan`` (:mod:`bench_assets.driver.plan`) and
-``wfbench inputs``. The ``input_batch`` job (:data:`input_batch`) is defined here, beside the
-function its op runs, because its op drives Dagster: the code location
-``bench_assets/definitions.py`` loads it.
+each task partition still its own materialization), which run :func:`materialize_task_inputs` in
+their own process. Used by ``wfbench evolve`` (:mod:`bench_assets.driver.evolve`), ``wfbench plan``
+(:mod:`bench_assets.driver.plan`) and ``wfbench inputs``. The ``input_batch`` job
+(:data:`input_batch`) is defined here, beside the function its op runs, because its op drives
+Dagster: the code location ``bench_assets/definitions.py`` loads it.
 """
 
 from collections.abc import Callable
@@ -16,7 +16,11 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets.defs.resources import BenchResource, latest_metadata_by_partition
+from bench_assets.defs.resources import (
+    BenchResource,
+    latest_metadata,
+    latest_metadata_by_partition,
+)
 from bench_assets.driver.instance import StepFailed, materialize
 from bench_assets.inputs.input_state import INPUT_ASSETS
 from bench_assets.tasks.catalog import Benchmark
@@ -58,6 +62,43 @@ def materialize_task_inputs(
             partition_key=task_id,
             tags=tags,
         )
+
+
+def materialize_inputs(
+    instance: dg.DagsterInstance,
+    task_ids: list[str],
+    *,
+    tasks_dir: str,
+    artifact_root: str,
+    progress: Callable[[str], None],
+) -> dict[str, dict[str, dict[str, object]]]:
+    """Materialize ``incumbent_skills`` and the input assets of every task, one run each.
+
+    Returns, per task (and ``""`` for the skills), the latest metadata of each asset, with
+    ``data_version`` and ``previous_data_version`` (None when it was never materialized) added.
+    """
+    from bench_assets.defs.inputs import incumbent_skills
+
+    resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+    out: dict[str, dict[str, dict[str, object]]] = {}
+    progress("incumbent_skills ...")
+    before = latest_metadata(instance, "incumbent_skills", None).get("data_version")
+    materialize(instance, [incumbent_skills], resources)
+    out[""] = {"incumbent_skills": latest_metadata(instance, "incumbent_skills", None)}
+    out[""]["incumbent_skills"]["previous_data_version"] = before
+
+    previous = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    materialize_task_inputs(
+        instance, task_ids, tasks_dir=tasks_dir, artifact_root=artifact_root, progress=progress
+    )
+    now = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    for task_id in task_ids:
+        out[task_id] = {k: dict(now[k].get(task_id, {})) for k in INPUT_ASSETS}
+        for k in INPUT_ASSETS:
+            out[task_id][k]["previous_data_version"] = (
+                previous[k].get(task_id, {}).get("data_version")
+            )
+    return out
 
 
 def stale_input_tasks(

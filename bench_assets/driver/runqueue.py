@@ -48,6 +48,8 @@ LOCATION = "bench_assets"
 DEFS_MODULE = "bench_assets.definitions"
 DAEMON_START_TIMEOUT_S = 60.0
 QUIET_WARNINGS = "ignore::Warning:dagster._core.definitions.sensor_definition"
+_ENV_SET = (services.TOKEN_ENV, "WFBENCH_TASKS", "WFBENCH_ARTIFACTS", "PYTHONWARNINGS")
+"""Variables :meth:`QueueExecutor.__enter__` sets in this process; ``__exit__`` restores them."""
 HEARTBEAT_FRESH_S = 75.0
 """A daemon's heartbeat (every 30 s) older than this means no daemon is dequeuing."""
 DAEMON_RECHECK_S = 30.0
@@ -201,7 +203,7 @@ class QueueExecutor:
         self._workspace_path = Path()
         self._record: services.DriverRecord | None = None
         self._distrusted: str | None = None
-        self._previous_token: str | None = None
+        self._previous_env: dict[str, str | None] = {}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -233,7 +235,9 @@ class QueueExecutor:
         # Every process started from here on (code servers, daemon, run workers) carries the
         # token, so a next generation can end them if this one is killed (services module).
         token = services.new_token()
-        self._previous_token = os.environ.get(services.TOKEN_ENV)
+        # What this sets in the process environment is put back on exit (a test process, or a
+        # CLI that opens a second executor, must not inherit another suite's tasks folder).
+        self._previous_env = {k: os.environ.get(k) for k in _ENV_SET}
         os.environ[services.TOKEN_ENV] = token
         self._record = services.DriverRecord(
             token=token, pid=os.getpid(), started=services.start_time(os.getpid())
@@ -291,10 +295,12 @@ class QueueExecutor:
                 self.instance.root_directory, self._record.model_copy(update={"ended": True})
             )
             self._record = None
-        if self._previous_token is None:
-            os.environ.pop(services.TOKEN_ENV, None)
-        else:
-            os.environ[services.TOKEN_ENV] = self._previous_token
+        for key, value in self._previous_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._previous_env = {}
 
     def daemon_healthy(self) -> bool:
         """A daemon dequeues this instance's runs right now.

@@ -58,3 +58,31 @@ def test_the_environment_is_restored_when_the_executor_exits(
     assert os.environ["WFBENCH_TASKS"] == "/the/suite/before"
     for key in ("WFBENCH_ARTIFACTS", services.TOKEN_ENV, "PYTHONWARNINGS"):
         assert key not in os.environ, key
+
+
+def test_a_ctrl_c_whose_interrupt_was_swallowed_still_cancels_the_next_poll(tmp_path) -> None:
+    """A signal handler runs between any two bytecodes: its ``KeyboardInterrupt`` raised inside a
+    garbage-collection callback is printed and dropped ("Exception ignored in ..."), and the
+    generation went on paying every cell. The executor sees the signal on its wakeup pipe."""
+    import signal
+
+    swallowed: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: swallowed.append(signum))
+    try:
+        executor = runqueue.QueueExecutor(
+            None,  # type: ignore[arg-type]  # poll raises before it reads the instance
+            tasks_dir=str(tmp_path),
+            artifact_root=str(tmp_path),
+            start_daemon=False,
+        )
+        executor._jobs = {"a-run": runqueue.Job(assets=("comparator_cells",), partition=None)}
+        executor._watch_signals()
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            assert swallowed == [signal.SIGINT]  # the handler ran and raised nothing
+            with pytest.raises(KeyboardInterrupt):
+                executor.poll(0.1)
+        finally:
+            executor.__exit__(None, None, None)
+    finally:
+        signal.signal(signal.SIGINT, previous)

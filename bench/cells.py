@@ -65,9 +65,9 @@ from bench_assets.cells.pipeline import (  # noqa: E402
 from bench_assets.cells.records import CellRecord  # noqa: E402
 from bench_assets.config.models import ReplayAgent  # noqa: E402
 from bench_assets.defs import cells as defs_cells  # noqa: E402
+from bench_assets.driver.inputs import materialize_inputs  # noqa: E402
 from bench_assets.driver.instance import (  # noqa: E402
     materialize_cells,
-    materialize_inputs,
     sync_instance,
 )
 from bench_assets.inputs.sanitize import template_tree  # noqa: E402

@@ -55,7 +55,7 @@ import dagster as dg  # noqa: E402
 from generation import GEN_TAG, Env, Generation, fresh_env, run_generation  # noqa: E402
 
 try:  # the tree measured may predate cell batches (``--baseline``)
-    from bench_assets.defs.cell_batch import CELL_BATCH_JOB, CELL_BATCH_TAG
+    from bench_assets.driver.cellbatch import CELL_BATCH_JOB, CELL_BATCH_TAG
 except ImportError:
     CELL_BATCH_JOB, CELL_BATCH_TAG = "cell_batch", "wfbench/cell_batch"
 

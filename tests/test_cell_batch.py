@@ -5,8 +5,14 @@ import uuid
 
 import dagster as dg
 
-from bench_assets.defs.cell_batch import CELL_BATCH_JOB, CELL_BATCH_TAG, pay_cells
-from bench_assets.driver.cellbatch import batch_job, batch_outcomes, cell_groups
+from bench_assets.driver.cellbatch import (
+    CELL_BATCH_JOB,
+    CELL_BATCH_TAG,
+    batch_job,
+    batch_outcomes,
+    cell_groups,
+    pay_cells,
+)
 from bench_assets.driver.runqueue import InProcessExecutor, Job
 
 

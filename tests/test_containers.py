@@ -50,7 +50,7 @@ import pytest
 import yaml
 
 from bench_assets.decision.documents import load_decision
-from bench_assets.defs.cell_batch import CELL_BATCH_TAG
+from bench_assets.driver.cellbatch import CELL_BATCH_TAG
 from bench_assets.driver.evolve import evolve
 from bench_assets.driver.transaction import GEN_TAG
 from tests.conftest import REPO_ROOT, write_yaml

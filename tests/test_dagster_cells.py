@@ -17,10 +17,10 @@ from click.testing import CliRunner
 
 from bench_assets.cli import main
 from bench_assets.definitions import defs as load_defs
+from bench_assets.driver.inputs import materialize_inputs
 from bench_assets.driver.instance import (
     latest_cells,
     materialize_cells,
-    materialize_inputs,
     sync_instance,
 )
 from bench_assets.kernel.store import ArtifactStore

@@ -200,7 +200,8 @@ def test_explain_names_policy_tasks_and_evidence(
 def test_incomplete_task_fails_the_check_and_cannot_promote(tmp_path: Path, instance) -> None:
     from bench_assets.defs.decision import aggregates
     from bench_assets.defs.resources import BenchResource
-    from bench_assets.driver.instance import materialize_inputs, sync_instance
+    from bench_assets.driver.inputs import materialize_inputs
+    from bench_assets.driver.instance import sync_instance
 
     root, art = replay_bench(tmp_path), tmp_path / "art"
     sync_instance(instance, load_benchmark(root))

@@ -11,7 +11,8 @@ from bench_assets.definitions import defs as load_defs
 from bench_assets.defs.inputs import oracle_snapshots, sanitized_graphs, task_bindings
 from bench_assets.defs.resources import BenchResource
 from bench_assets.defs.sensors import tasks_sync_sensor
-from bench_assets.driver.instance import materialize_inputs, sync_instance
+from bench_assets.driver.inputs import materialize_inputs
+from bench_assets.driver.instance import sync_instance
 from bench_assets.tasks.catalog import load_benchmark
 from tests.conftest import REPO_ROOT, add_task, make_bench
 from tests.staleness import stale_status

@@ -35,9 +35,9 @@ import pytest
 import yaml
 
 from bench_assets.decision.documents import load_cell
-from bench_assets.defs.cell_batch import CELL_BATCH_TAG
-from bench_assets.defs.inputs import BATCH_TAG, INPUT_BATCH_JOB
 from bench_assets.defs.resources import latest_metadata
+from bench_assets.driver.cellbatch import CELL_BATCH_TAG
+from bench_assets.driver.inputs import BATCH_TAG, INPUT_BATCH_JOB
 from bench_assets.driver.instance import sync_instance
 from bench_assets.driver.transaction import GEN_TAG
 from bench_assets.tasks.catalog import load_benchmark

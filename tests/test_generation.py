@@ -12,9 +12,9 @@ from dagster._utils.schedules import cron_string_iterator  # what the Schedules 
 
 from bench_assets.cli import main
 from bench_assets.config.cron import latest_tick, matches, next_tick, validate_cron
-from bench_assets.defs import automation
-from bench_assets.defs.cell_batch import CELL_BATCH_TAG
 from bench_assets.defs.resources import BenchResource
+from bench_assets.driver import automation
+from bench_assets.driver.cellbatch import CELL_BATCH_TAG
 from bench_assets.driver.evolve import evolve
 from tests.conftest import write_yaml
 from tests.test_dagster_cells import replay_bench

@@ -26,19 +26,6 @@ TOP = {"definitions"}  # bench_assets/definitions.py, the code location: above e
 FLAT = {"__init__.py", "definitions.py"}
 MAX_MODULES = 12
 
-DOCUMENTED_UP_CALLS = {
-    ("bench_assets/defs/automation.py", "bench_assets.driver.evolve"),
-    ("bench_assets/defs/inputs.py", "bench_assets.driver.inputs"),
-    ("bench_assets/defs/inputs.py", "bench_assets.driver.instance"),
-}
-"""The calls that go up (docs/architecture.md): an op imports the driver when its run starts,
-inside the op's function, so loading the code location never imports the driver."""
-UP_CALLS = DOCUMENTED_UP_CALLS | {
-    # The cell_batch op (issue 24c's branch, not merged when this was written): pays a batch of
-    # cells in one queued run, importing the driver inside the op like input_batch.
-    ("bench_assets/defs/cell_batch.py", "bench_assets.driver.cellbatch"),
-}
-
 
 @dataclass(frozen=True)
 class Import:
@@ -141,8 +128,6 @@ def _running_up(imports: list[Import]) -> list[str]:
         src, dst = _room(_module_name(ROOT / i.file)), _room(i.target)
         if dst is None or src == dst or src in TOP:
             continue
-        if (i.file, i.target) in UP_CALLS and i.in_function:
-            continue
         if src not in ROOMS or dst not in ROOMS or ROOMS.index(dst) > ROOMS.index(src):
             allowed = ", ".join(ROOMS[: ROOMS.index(src)]) if src in ROOMS else "none"
             wrong.append(f"{i.file}:{i.line} imports {i.target} ({src}/ may import: {allowed})")
@@ -154,11 +139,19 @@ def test_imports_only_go_down_the_rooms() -> None:
     assert not wrong, "imports that run back up the rooms:\n" + "\n".join(wrong)
 
 
-def test_the_up_calls_stay_inside_the_ops() -> None:
-    """The documented up-calls exist, and every up-call is a run-time import in its op."""
-    calls = [i for i in ALL_IMPORTS if (i.file, i.target) in UP_CALLS]
-    assert {(i.file, i.target) for i in calls} >= DOCUMENTED_UP_CALLS
-    assert all(i.in_function for i in calls), [i for i in calls if not i.in_function]
+def _defs_into_driver(imports: list[Import]) -> list[str]:
+    return [
+        f"{i.file}:{i.line} imports {i.target}"
+        for i in imports
+        if i.file.startswith("bench_assets/defs/") and _room(i.target) == "driver"
+    ]
+
+
+def test_defs_never_imports_the_driver() -> None:
+    """The jobs whose ops drive Dagster are the driver's (docs/architecture.md, "The jobs that
+    drive Dagster"): no module of defs/ imports the driver, at module level or inside an op."""
+    wrong = _defs_into_driver(ALL_IMPORTS)
+    assert not wrong, "defs/ imports the driver (define the job in driver/):\n" + "\n".join(wrong)
 
 
 def test_the_core_never_imports_dagster() -> None:
@@ -195,8 +188,19 @@ def test_the_rule_sees_a_run_time_import_that_runs_back_up(tmp_path: Path) -> No
     ]
     down = _imports(probe, as_file="bench_assets/decision/probe.py")
     assert _running_up(down) == []
-    up_call = [Import("bench_assets/defs/inputs.py", 9, "bench_assets.driver.inputs", False)]
-    assert len(_running_up(up_call)) == 1, "an up-call at module level is not one of the two"
+    # An op of defs/ importing the driver when its run starts is an import that runs back up.
+    op = tmp_path / "op.py"
+    op.write_text("def build(context):\n    from bench_assets.driver.inputs import x\n")
+    up_call = _imports(op, as_file="bench_assets/defs/inputs.py")
+    assert up_call == [Import("bench_assets/defs/inputs.py", 2, "bench_assets.driver.inputs", True)]
+    assert _running_up(up_call) == [
+        "bench_assets/defs/inputs.py:2 imports bench_assets.driver.inputs (defs/ may import: "
+        + ", ".join(CORE)
+        + ")"
+    ]
+    assert _defs_into_driver(up_call) == [
+        "bench_assets/defs/inputs.py:2 imports bench_assets.driver.inputs"
+    ]
 
 
 def _table(heading: str) -> list[list[str]]:

@@ -18,11 +18,11 @@ from bench_assets.cells.pipeline import build_cell_inputs, make_adapter
 from bench_assets.decision.documents import load_aggregate_set
 from bench_assets.defs import resources
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
+from bench_assets.driver.inputs import materialize_inputs
 from bench_assets.driver.instance import (
     latest_cells,
     materialize_cells,
     materialize_decision,
-    materialize_inputs,
     partition_blocks,
     sync_instance,
 )

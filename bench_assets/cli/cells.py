@@ -51,11 +51,11 @@ def cells(
     an unchanged cell is re-recorded as reused without starting any agent; --force pays for all.
     The sandbox is checked before any cell runs (exit 2 if bubblewrap cannot contain it).
     """
+    from bench_assets.driver.inputs import materialize_inputs
     from bench_assets.driver.instance import (
         StepFailed,
         latest_cells,
         materialize_cells,
-        materialize_inputs,
         sync_instance,
     )
 

@@ -144,7 +144,8 @@ def inputs(tasks_dir: Path, only: tuple[str, ...], as_json: bool) -> None:
     graph size per task. Unchanged inputs keep their data versions, which leaves every cell
     downstream of them fresh.
     """
-    from bench_assets.driver.instance import StepFailed, materialize_inputs, sync_instance
+    from bench_assets.driver.inputs import materialize_inputs
+    from bench_assets.driver.instance import StepFailed, sync_instance
 
     bench = load_benchmark(tasks_dir)
     task_ids = selected_tasks(bench, only)

@@ -5,7 +5,7 @@ Vixie cron's rule that when *both* day-of-month and day-of-week are restricted, 
 *either* is enough. The harness adds what croniter does not say clearly: an error that names the
 bad field, and a rejection of expressions that parse but never fire (``0 0 31 2 *``).
 
-No Dagster import: the Dagster schedule (``defs/automation.py``) is built from these values.
+No Dagster import: the Dagster schedule (``driver/automation.py``) is built from these values.
 """
 
 import datetime as dt

@@ -1,6 +1,6 @@
 """Dagster objects only: every module here is loaded by ``bench_assets.definitions``.
 
 May import: kernel, config, sandbox, scorers, gate, tasks, inputs, agents, runner, cells,
-exports, decision, generation, mining; and, at run time inside two ops only, the driver (the weekly
-job's op and the input_batch op: docs/architecture.md, "The two calls that go up").
+exports, decision, generation, mining; never the driver, not even inside a function (the jobs
+whose ops drive Dagster are the driver's: docs/architecture.md, "The jobs that drive Dagster").
 """

@@ -2,9 +2,12 @@
 
 ``evolve`` runs a whole generation (plan, pay, decide, report, ledger, apply) and ``instance``
 holds the operations on an instance that the CLI and the driver share (sync partitions,
-materialize inputs, cells and the decision, read the latest cells and decisions). Layering:
-``cli`` → ``driver`` → ``defs`` → core. The one call upward is the weekly job in
-``defs/automation.py``, whose op runs :func:`bench_assets.driver.evolve.evolve` inside a run.
+materialize cells and the decision, read the latest cells and decisions). Layering:
+``cli`` → ``driver`` → ``defs`` → core, and nothing calls back up. The three jobs whose ops drive
+Dagster from inside a run are defined here, beside the code they run: ``automation`` (the
+``weekly_generation`` job and its schedule; the op runs :func:`bench_assets.driver.evolve.evolve`),
+``inputs`` (``input_batch``) and ``cellbatch`` (``cell_batch``). The code location
+``bench_assets/definitions.py``, above both layers, joins them to ``defs/``.
 
 May import: every core room and defs (kernel, config, sandbox, scorers, gate, tasks, inputs,
 agents, runner, cells, exports, decision, generation, mining, defs).

@@ -1,13 +1,21 @@
 """Cells paid in batches: which cells share a ``cell_batch`` run, what that run does, and what the
 driver reads back from it.
 
-A queued run per cell pays a run worker's start-up before its agent starts (issue 24, item 5).
+A queued run per cell pays a run worker's start-up (a process importing Dagster and the code
+location: seconds on a quiet machine, tens of seconds under load) before its agent starts, for
+cells that take a few seconds (replays) to minutes (issue 24, item 5). A ``cell_batch`` run holds
+one ``agent_sessions`` slot and the launcher starts it like any run; inside it each cell is still
+its own materialization, an in-process run of its cell asset tagged with its generation and
+partition and ``wfbench/cell_batch`` (this run's id), one after another, so the pool's limit on
+concurrent sessions holds and the UI lists one run per cell.
+
 :func:`cell_groups` splits one task's unpaid cells into batches that still fill every
-``agent_sessions`` slot; :func:`batch_job` makes one ``cell_batch`` run of a batch
-(:mod:`bench_assets.defs.cell_batch`); :func:`pay_batch` is what that run executes: each cell an
-in-process run of its own, one after another; :func:`batch_outcomes` turns the batch's per-cell
-runs into one :class:`~bench_assets.driver.runqueue.Finished` per cell as each ends, so the
-generation loop sees cells, not batches.
+``agent_sessions`` slot; :func:`batch_job` makes one ``cell_batch`` run of a batch;
+:func:`pay_batch` is what that run executes (the :data:`cell_batch` job, defined here because its
+op drives Dagster: the code location ``bench_assets/definitions.py`` loads it); and
+:func:`batch_outcomes` turns the batch's per-cell runs into one
+:class:`~bench_assets.driver.runqueue.Finished` per cell as each ends, so the generation loop sees
+cells, not batches.
 """
 
 from collections.abc import Callable, Sequence
@@ -15,8 +23,12 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets.defs.cell_batch import CELL_BATCH_JOB, CELL_BATCH_TAG, pay_cells
+from bench_assets.defs.resources import BenchResource
 from bench_assets.driver.instance import StepFailed
+
+CELL_BATCH_JOB = "cell_batch"
+CELL_BATCH_TAG = "wfbench/cell_batch"
+"""Tag of each per-cell run a ``cell_batch`` run starts: the batch run's id."""
 
 MAX_CELL_BATCH = 6
 """Cells per ``cell_batch`` run at most: a batch pays one run start-up, but its cells run one
@@ -86,7 +98,6 @@ def pay_batch(
 ) -> list[str]:
     """Materialize each cell of a batch, an in-process run each, in order; returns the cells
     (``task cell``) whose run failed. An interrupt (the batch canceled) propagates."""
-    from bench_assets.defs.resources import BenchResource
     from bench_assets.driver.instance import materialize
     from bench_assets.driver.runqueue import assets_by_name
 
@@ -192,3 +203,64 @@ def batch_outcomes(
     for batch_id in ended:
         reported.pop(batch_id, None)
     return out, again
+
+
+class BatchCell(dg.Config):
+    """One cell of a batch: the cell asset, its partition, the cell's run config and tags."""
+
+    asset: str
+    task: str
+    cell: str
+    force: bool = False
+    generation: str = ""
+    adopt_record_id: str = ""
+    tags: dict[str, str] = {}
+    """The cell run's own tags (generation, partition, sequential look)."""
+
+
+class CellBatchConfig(dg.Config):
+    """The cells one ``cell_batch`` run pays, in order."""
+
+    cells: list[BatchCell]
+
+
+@dg.op(
+    pool="agent_sessions",
+    description=(
+        "Pay a batch of cells of one task one after another in this run's process: the batch "
+        "pays one run start-up and holds one agent_sessions slot, and each cell is still its own "
+        "materialization (an in-process run tagged wfbench/cell_batch with this run's id)."
+    ),
+)
+def pay_cells(
+    context: dg.OpExecutionContext, config: CellBatchConfig, bench: BenchResource
+) -> None:
+    """Materialize every cell of the batch. A cell that fails is that cell's own failed run
+    (the driver reads it there and may re-pay it) and the batch goes on; an interrupt (the batch
+    canceled) stops it. The batch fails at the end when any cell did, naming them.
+    """
+    failed = pay_batch(
+        context.instance,
+        [c.model_dump() for c in config.cells],
+        tasks_dir=str(bench.load_root()),
+        artifact_root=str(bench.artifacts().root),
+        batch_run_id=context.run_id,
+        progress=context.log.info,
+    )
+    if failed:
+        raise dg.Failure(
+            f"{len(failed)} of {len(config.cells)} cell(s) failed: {', '.join(failed)} "
+            "(each in its own run)"
+        )
+
+
+@dg.job(
+    name=CELL_BATCH_JOB,
+    description=(
+        "A generation's cells of one task, paid one after another in one run (wfbench evolve "
+        "submits them; batches run in parallel up to the agent_sessions pool's limit)."
+    ),
+)
+def cell_batch() -> None:
+    """One batch of per-cell materializations."""
+    pay_cells()

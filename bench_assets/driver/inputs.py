@@ -1,12 +1,14 @@
 """A generation's input phase: which tasks' inputs are stale, and the runs that build them.
 
-:func:`input_status` reads the input assets' latest materializations in bulk and applies
+:func:`materialize_inputs` builds every input (``wfbench inputs``); :func:`input_status` reads the
+input assets' latest materializations in bulk and applies
 :func:`bench_assets.inputs.input_state.stale_reasons`; :func:`input_jobs` turns the stale tasks into
 ``input_batch`` runs of bounded batches (one run start-up and one ``graph_build`` slot per batch,
-each task partition still its own materialization), which run
-:func:`materialize_task_inputs` in their own process. Used by ``wfbench evolve``
-(:mod:`bench_assets.driver.evolve`), ``wfbench plan`` (:mod:`bench_assets.driver.plan`) and
-``wfbench inputs``.
+each task partition still its own materialization), which run :func:`materialize_task_inputs` in
+their own process. Used by ``wfbench evolve`` (:mod:`bench_assets.driver.evolve`), ``wfbench plan``
+(:mod:`bench_assets.driver.plan`) and ``wfbench inputs``. The ``input_batch`` job
+(:data:`input_batch`) is defined here, beside the function its op runs, because its op drives
+Dagster: the code location ``bench_assets/definitions.py`` loads it.
 """
 
 from collections.abc import Callable
@@ -14,8 +16,12 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets.defs.resources import latest_metadata_by_partition
-from bench_assets.driver.instance import materialize
+from bench_assets.defs.resources import (
+    BenchResource,
+    latest_metadata,
+    latest_metadata_by_partition,
+)
+from bench_assets.driver.instance import StepFailed, materialize
 from bench_assets.inputs.input_state import INPUT_ASSETS
 from bench_assets.tasks.catalog import Benchmark
 
@@ -32,7 +38,7 @@ def materialize_task_inputs(
     """The input assets of each task, one in-process run per task partition, in order.
 
     What ``wfbench inputs`` runs, and what one ``input_batch`` run (a batch of a generation's
-    stale tasks, ``defs/inputs.build_task_inputs``) runs inside its own process. The first
+    stale tasks, :func:`build_task_inputs`) runs inside its own process. The first
     failure stops the batch (:class:`StepFailed`), so the generation fails closed before any
     cell is paid.
     """
@@ -42,7 +48,6 @@ def materialize_task_inputs(
         task_bindings,
         task_environments,
     )
-    from bench_assets.defs.resources import BenchResource
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     for i, task_id in enumerate(task_ids, 1):
@@ -57,6 +62,43 @@ def materialize_task_inputs(
             partition_key=task_id,
             tags=tags,
         )
+
+
+def materialize_inputs(
+    instance: dg.DagsterInstance,
+    task_ids: list[str],
+    *,
+    tasks_dir: str,
+    artifact_root: str,
+    progress: Callable[[str], None],
+) -> dict[str, dict[str, dict[str, object]]]:
+    """Materialize ``incumbent_skills`` and the input assets of every task, one run each.
+
+    Returns, per task (and ``""`` for the skills), the latest metadata of each asset, with
+    ``data_version`` and ``previous_data_version`` (None when it was never materialized) added.
+    """
+    from bench_assets.defs.inputs import incumbent_skills
+
+    resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
+    out: dict[str, dict[str, dict[str, object]]] = {}
+    progress("incumbent_skills ...")
+    before = latest_metadata(instance, "incumbent_skills", None).get("data_version")
+    materialize(instance, [incumbent_skills], resources)
+    out[""] = {"incumbent_skills": latest_metadata(instance, "incumbent_skills", None)}
+    out[""]["incumbent_skills"]["previous_data_version"] = before
+
+    previous = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    materialize_task_inputs(
+        instance, task_ids, tasks_dir=tasks_dir, artifact_root=artifact_root, progress=progress
+    )
+    now = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
+    for task_id in task_ids:
+        out[task_id] = {k: dict(now[k].get(task_id, {})) for k in INPUT_ASSETS}
+        for k in INPUT_ASSETS:
+            out[task_id][k]["previous_data_version"] = (
+                previous[k].get(task_id, {}).get("data_version")
+            )
+    return out
 
 
 def stale_input_tasks(
@@ -125,7 +167,6 @@ def input_jobs(stale: list[str], *, tags: dict[str, str], batched: bool, slots: 
     """The runs that build ``stale`` tasks' inputs: ``input_batch`` runs of bounded batches
     (:func:`bench_assets.inputs.input_state.batches` over the ``graph_build`` pool's ``slots``), or
     one asset run per task when ``batched`` is false (see :func:`run_pool_granularity`)."""
-    from bench_assets.defs.inputs import INPUT_BATCH_JOB, build_task_inputs
     from bench_assets.driver.runqueue import Job
     from bench_assets.inputs.input_state import batches
 
@@ -148,10 +189,68 @@ def input_jobs(stale: list[str], *, tags: dict[str, str], batched: bool, slots: 
 
 def input_job_tasks(job: Any) -> list[str] | None:
     """The tasks whose inputs a job of :func:`input_jobs` builds; None for any other job."""
-    from bench_assets.defs.inputs import INPUT_BATCH_JOB, build_task_inputs
 
     if job.job == INPUT_BATCH_JOB:
         return list(job.op_config[build_task_inputs.name]["tasks"])
     if job.job is None and tuple(job.assets) == INPUT_ASSETS:
         return [str(job.partition)]
     return None
+
+
+INPUT_BATCH_JOB = "input_batch"
+BATCH_TAG = "wfbench/input_batch"
+"""Tag of each per-task run an ``input_batch`` run starts: the batch run's id."""
+
+
+class InputBatchConfig(dg.Config):
+    """The tasks one ``input_batch`` run materializes the inputs of, in order."""
+
+    tasks: list[str]
+
+
+@dg.op(
+    pool="graph_build",
+    description=(
+        "Materialize the input assets (task_bindings, oracle_snapshots, sanitized_graphs, "
+        "task_environments) of a batch of tasks whose inputs are stale, one task partition after "
+        "another, in this run's process: the batch pays one run start-up, holds one graph_build "
+        "slot, and each task partition is still its own materialization (an in-process run "
+        "tagged wfbench/input_batch with this run's id), with its own data version and lineage."
+    ),
+)
+def build_task_inputs(
+    context: dg.OpExecutionContext, config: InputBatchConfig, bench: BenchResource
+) -> None:
+    """Materialize every task of the batch; the first failure fails the batch with its error
+    (the original wfbench error class, so the generation reports it as the task's own run would).
+    """
+    tags = {BATCH_TAG: context.run_id}
+    generation = context.run.tags.get("wfbench/generation")
+    if generation:
+        tags["wfbench/generation"] = generation
+    try:
+        materialize_task_inputs(
+            context.instance,
+            list(config.tasks),
+            tasks_dir=str(bench.load_root()),
+            artifact_root=str(bench.artifacts().root),
+            progress=context.log.info,
+            tags=tags,
+        )
+    except StepFailed as e:
+        cls = e.error_class
+        if cls is None:
+            raise
+        raise cls(e.message) from None
+
+
+@dg.job(
+    name=INPUT_BATCH_JOB,
+    description=(
+        "A generation's input builds for a batch of tasks (wfbench evolve submits one per batch "
+        "of stale tasks; batches run in parallel up to the graph_build pool's limit)."
+    ),
+)
+def input_batch() -> None:
+    """One batch of per-task input materializations."""
+    build_task_inputs()

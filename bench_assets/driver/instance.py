@@ -1,8 +1,9 @@
 """Operations on a Dagster instance shared by the CLI and the generation driver.
 
-Partition sync and pool limits, in-process materialization of inputs, cells and the decision, and
-reads of the latest cells and decisions. The CLI imports this lazily so that ``wfbench validate``
-never pays for importing Dagster.
+Partition sync and pool limits, in-process materialization (of any assets, and of the cells and the
+decision), and reads of the latest cells and decisions. Materializing a benchmark's inputs is
+:mod:`bench_assets.driver.inputs`' (``materialize_inputs``), beside the input phase it serves. The
+CLI imports this lazily so that ``wfbench validate`` never pays for importing Dagster.
 """
 
 import os
@@ -20,7 +21,6 @@ from bench_assets.decision.ledger import LedgerEntry
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
 from bench_assets.generation.apply import ApplyResult
-from bench_assets.inputs.input_state import INPUT_ASSETS
 from bench_assets.kernel.errors import InputError, WfbenchError, error_class
 from bench_assets.kernel.store import ArtifactStore, default_artifact_root
 from bench_assets.tasks.catalog import Benchmark
@@ -114,45 +114,6 @@ def _interrupts_kept() -> Iterator[None]:
         os.close(w)
     if signal.SIGINT in got or signal.SIGTERM in got:
         raise KeyboardInterrupt
-
-
-def materialize_inputs(
-    instance: dg.DagsterInstance,
-    task_ids: list[str],
-    *,
-    tasks_dir: str,
-    artifact_root: str,
-    progress: Callable[[str], None],
-) -> dict[str, dict[str, dict[str, object]]]:
-    """Materialize ``incumbent_skills`` and the input assets of every task, one run each.
-
-    Returns, per task (and ``""`` for the skills), the latest metadata of each asset, with
-    ``data_version`` and ``previous_data_version`` (None when it was never materialized) added.
-    """
-    from bench_assets.defs.inputs import incumbent_skills
-    from bench_assets.defs.resources import BenchResource
-
-    resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
-    out: dict[str, dict[str, dict[str, object]]] = {}
-    progress("incumbent_skills ...")
-    before = latest_metadata(instance, "incumbent_skills", None).get("data_version")
-    materialize(instance, [incumbent_skills], resources)
-    out[""] = {"incumbent_skills": latest_metadata(instance, "incumbent_skills", None)}
-    out[""]["incumbent_skills"]["previous_data_version"] = before
-    from bench_assets.driver.inputs import materialize_task_inputs
-
-    previous = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
-    materialize_task_inputs(
-        instance, task_ids, tasks_dir=tasks_dir, artifact_root=artifact_root, progress=progress
-    )
-    now = {a: latest_metadata_by_partition(instance, a, task_ids) for a in INPUT_ASSETS}
-    for task_id in task_ids:
-        out[task_id] = {k: dict(now[k].get(task_id, {})) for k in INPUT_ASSETS}
-        for k in INPUT_ASSETS:
-            out[task_id][k]["previous_data_version"] = (
-                previous[k].get(task_id, {}).get("data_version")
-            )
-    return out
 
 
 _INTERRUPTS = {"DagsterExecutionInterruptedError", "KeyboardInterrupt"}

@@ -24,7 +24,9 @@ run that dies, a daemon that stops heartbeating) that read as a whole; the helpe
 """
 
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,6 +50,8 @@ LOCATION = "bench_assets"
 DEFS_MODULE = "bench_assets.definitions"
 DAEMON_START_TIMEOUT_S = 60.0
 QUIET_WARNINGS = "ignore::Warning:dagster._core.definitions.sensor_definition"
+_ENV_SET = (services.TOKEN_ENV, "WFBENCH_TASKS", "WFBENCH_ARTIFACTS", "PYTHONWARNINGS")
+"""Variables :meth:`QueueExecutor.__enter__` sets in this process; ``__exit__`` restores them."""
 HEARTBEAT_FRESH_S = 75.0
 """A daemon's heartbeat (every 30 s) older than this means no daemon is dequeuing."""
 DAEMON_RECHECK_S = 30.0
@@ -201,7 +205,8 @@ class QueueExecutor:
         self._workspace_path = Path()
         self._record: services.DriverRecord | None = None
         self._distrusted: str | None = None
-        self._previous_token: str | None = None
+        self._previous_env: dict[str, str | None] = {}
+        self._signals: tuple[int, int, int] | None = None  # (read fd, write fd, previous)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -233,7 +238,10 @@ class QueueExecutor:
         # Every process started from here on (code servers, daemon, run workers) carries the
         # token, so a next generation can end them if this one is killed (services module).
         token = services.new_token()
-        self._previous_token = os.environ.get(services.TOKEN_ENV)
+        # What this sets in the process environment is put back on exit (a test process, or a
+        # CLI that opens a second executor, must not inherit another suite's tasks folder).
+        self._previous_env = {k: os.environ.get(k) for k in _ENV_SET}
+        self._watch_signals()
         os.environ[services.TOKEN_ENV] = token
         self._record = services.DriverRecord(
             token=token, pid=os.getpid(), started=services.start_time(os.getpid())
@@ -291,10 +299,18 @@ class QueueExecutor:
                 self.instance.root_directory, self._record.model_copy(update={"ended": True})
             )
             self._record = None
-        if self._previous_token is None:
-            os.environ.pop(services.TOKEN_ENV, None)
-        else:
-            os.environ[services.TOKEN_ENV] = self._previous_token
+        if self._signals is not None:
+            r, w, previous = self._signals
+            signal.set_wakeup_fd(previous)
+            os.close(r)
+            os.close(w)
+            self._signals = None
+        for key, value in self._previous_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._previous_env = {}
 
     def daemon_healthy(self) -> bool:
         """A daemon dequeues this instance's runs right now.
@@ -402,6 +418,31 @@ class QueueExecutor:
         self._jobs[run.run_id] = job
         return run.run_id
 
+    def _watch_signals(self) -> None:
+        """Every Ctrl-C or SIGTERM while this executor is open is also written to a pipe.
+
+        Python runs a signal handler between bytecodes, wherever they are: the handler's
+        ``KeyboardInterrupt`` raised inside a garbage-collection callback (SQLAlchemy's, while
+        polling the instance) is printed and dropped, and the generation went on paying cells.
+        :meth:`poll` reads the pipe and raises it again.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return  # signals are only delivered to the main thread
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        self._signals = (r, w, signal.set_wakeup_fd(w, warn_on_full_buffer=False))
+
+    def _raise_if_interrupted(self) -> None:
+        if self._signals is None:
+            return
+        try:
+            got = os.read(self._signals[0], 4096)
+        except BlockingIOError:
+            return
+        if signal.SIGINT in got or signal.SIGTERM in got:
+            raise KeyboardInterrupt
+
     def pending(self) -> int:
         return len(self._jobs)
 
@@ -417,6 +458,7 @@ class QueueExecutor:
             if not self.daemon_healthy():
                 self._start_daemon()  # the daemon we relied on stopped heartbeating
         while self._jobs:
+            self._raise_if_interrupted()
             runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
             ended = [r for r in runs if r.is_finished]
             batches = {rid: j for rid, j in self._jobs.items() if j.cells}
@@ -488,7 +530,7 @@ def run_failure(instance: dg.DagsterInstance, run_id: str) -> StepFailed:
 def run_named_job(instance: dg.DagsterInstance, job: Job, resources: dict[str, Any]) -> None:
     """Execute a (non-asset) job of the code location in this process; raise like
     :func:`~bench_assets.driver.instance.materialize` on a failed step."""
-    from bench_assets.defs.inputs import INPUT_BATCH_JOB, input_batch
+    from bench_assets.driver.inputs import INPUT_BATCH_JOB, input_batch
     from bench_assets.driver.instance import QUIET, _interrupts_kept, _run
 
     jobs = {INPUT_BATCH_JOB: input_batch}

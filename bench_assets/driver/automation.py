@@ -11,6 +11,10 @@ code location loads, so the Schedules page shows them and the next tick. Dagster
 the schedule on does not start a run for a tick already past. Each tick re-reads bench.yaml and
 skips, saying why, when the benchmark is invalid, ``enabled`` is false, or the cron changed since
 the code location loaded (reload it to pick up the new cron).
+
+The job's op drives Dagster (it launches a whole generation's runs), so the job and its schedule
+are the driver's: the code location ``bench_assets/definitions.py`` loads them, and ``defs/``
+never imports the driver.
 """
 
 import dagster as dg
@@ -26,8 +30,8 @@ SCHEDULE_NAME = "weekly_generation_schedule"
 def run_generation(context: dg.OpExecutionContext, bench: BenchResource) -> dict[str, object]:
     """Drive a whole generation from inside a run (the daemon path).
 
-    The one call from ``defs/`` up into the driver: imported here, at run time, so that loading
-    the code location never imports the driver.
+    :mod:`bench_assets.driver.evolve` is imported here, when the run starts, so that loading the
+    code location (every run worker does) does not import the generation's whole driver.
     """
     from bench_assets.driver.evolve import NothingToEvaluate, evolve
 
@@ -113,9 +117,3 @@ def build_weekly_schedule(tasks_dir: str | None = None) -> dg.ScheduleDefinition
         return dg.RunRequest(run_key=f"generation-{stamp}", tags={"wfbench/tick": stamp})
 
     return weekly_generation_schedule
-
-
-@dg.definitions
-def schedule_definitions() -> dg.Definitions:
-    """The weekly schedule for ``$WFBENCH_TASKS/bench.yaml`` (default ``tasks/``)."""
-    return dg.Definitions(schedules=[build_weekly_schedule()])

@@ -206,11 +206,13 @@ def load_benchmark_spec(tasks: Path, task: str) -> dict[str, Any]:
     return yaml.safe_load((tasks / task / "task.yaml").read_text())  # type: ignore[no-any-return]
 
 
-def test_the_demo_suite_decides_promote_from_the_recorded_runs(tasks: Path) -> None:
+def test_the_demo_suite_decides_from_the_recorded_runs(tasks: Path) -> None:
     """What ``make demo-skill-eval`` decides, in one gate call (no Dagster): the recorded runs
     graded by their cases, each cell's metric the CLI's own cost, under the demo's policy. The
     candidate resolves one task more (csv-dialect: the incumbent's skill fires on it) and is
-    about a quarter cheaper (no exploratory glob), so the single look answers promote."""
+    about a quarter cheaper (no exploratory glob). Under gate v3's defaults (cost error 0.025)
+    eight tasks do not show the saving: the one-sided 97.5 % bound on it is just below 0, so the
+    single look answers keep_incumbent, non-inferior on resolve, the improvement not shown."""
     from datetime import UTC, datetime
 
     from bench_assets.config.models import PolicyConfig
@@ -256,4 +258,8 @@ def test_the_demo_suite_decides_promote_from_the_recorded_runs(tasks: Path) -> N
             max_age_days=90,
         )
     )
-    assert decision.decision == "promote", decision.reasons
+    assert decision.decision == "keep_incumbent", decision.reasons
+    cost = next(r for r in decision.reasons if r.startswith("cost_usd:"))
+    assert "saves 25.0% over 8 tasks" in cost and "improvement not shown" in cost, cost
+    resolve = next(r for r in decision.reasons if r.startswith("resolve rate:"))
+    assert "+0.125 over 8 tasks" in resolve and resolve.endswith("non-inferior."), resolve

@@ -99,7 +99,7 @@ project_key="$(
   {
     echo "$base" "$deps_key"
     [ -z "$wheelhouse" ] || ls "$wheelhouse"
-    cat "$repo/deploy/docker/Dockerfile"
+    cat "$repo/deploy/docker/Dockerfile" "$repo/deploy/docker/build-images.sh"  # how it is built
     (cd "$repo" && git ls-files -s bench_assets pyproject.toml 2>/dev/null || true)
     (cd "$repo" && git diff HEAD -- bench_assets pyproject.toml 2>/dev/null || true)
     (cd "$repo" && git ls-files -z --others --exclude-standard bench_assets 2>/dev/null \
@@ -116,9 +116,24 @@ else
   trap 'rm -rf "$stage"' EXIT
   mkdir -p "$stage/deps" "$stage/project" "$stage/tasks"
   find "$wheelhouse" -maxdepth 1 -name '*.whl' ! -name 'wfbench-*' -exec cp {} "$stage/deps/" \;
-  log "project: pip wheel --no-deps ."
+  # The wheel is built from a copy of the files git lists (tracked and untracked, not ignored,
+  # still present), never from the checkout itself: setuptools reuses the checkout's build/lib,
+  # where a module deleted or moved since an earlier build survives and is packaged again (a
+  # moved Dagster schedule was then defined twice inside the image).
+  src="$stage/src"
+  mkdir -p "$src"
+  if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$repo" && git ls-files -z --cached --others --exclude-standard \
+      | while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done \
+      | tar --null -T - -cf -) | tar -C "$src" -xf -
+  else  # not a git checkout (an unpacked source archive): everything but build output
+    (cd "$repo" && tar --exclude=./build --exclude=./.venv --exclude='*.egg-info' -cf - .) \
+      | tar -C "$src" -xf -
+  fi
+  log "project: pip wheel --no-deps (a clean copy of the tree)"
   "$python" -m pip wheel -q --disable-pip-version-check --no-deps \
-    --wheel-dir "$stage/project" "$repo" 2> >(grep -v '^WARNING: Location' >&2)
+    --wheel-dir "$stage/project" "$src" 2> >(grep -v '^WARNING: Location' >&2)
+  rm -rf "$src"  # not part of the image's build context
   [ -z "$tasks" ] || cp -a "$tasks/." "$stage/tasks/"
   cp "$repo/deploy/docker/Dockerfile" "$stage/Dockerfile"
   cp "$repo/pyproject.toml" "$stage/pyproject.toml"

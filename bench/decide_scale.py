@@ -48,7 +48,7 @@ import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from scale import replayed_fields  # noqa: E402  (one replayed-record builder for both scripts)
+from scale import copy_demo_task, replayed_fields  # noqa: E402  (shared with scale.py)
 
 DEMO = REPO / "tasks"
 DEMO_TASK = "csv-quoted-fields"
@@ -61,10 +61,6 @@ def _log(msg: str) -> None:
     print(f"[decide_scale] {msg}", file=sys.stderr, flush=True)
 
 
-def task_id(i: int) -> str:
-    return f"t{i:05d}"
-
-
 def make_suite(n: int, dest: Path) -> Path:
     """N copies of the demo task with the demo's implementation arms, skills and candidates."""
     shutil.rmtree(dest, ignore_errors=True)
@@ -74,24 +70,7 @@ def make_suite(n: int, dest: Path) -> Path:
     (dest / "bench.yaml").write_text(yaml.safe_dump(bench, sort_keys=False))
     for name in ("skills", "candidates"):
         shutil.copytree(DEMO / name, dest / name)
-    (dest / "replays").mkdir()
-    shutil.copy(DEMO / "replays" / "expected.json", dest / "replays" / "expected.json")
-    for path in sorted((DEMO / "replays").glob("*.jsonl")):
-        mine = [
-            json.loads(x)
-            for x in path.read_text().splitlines()
-            if x.strip() and json.loads(x)["instance_id"] == DEMO_TASK
-        ]
-        with open(dest / "replays" / path.name, "w") as fh:
-            for i in range(n):
-                for line in mine:
-                    fh.write(json.dumps({**line, "instance_id": task_id(i)}) + "\n")
-    spec = yaml.safe_load((DEMO / DEMO_TASK / "task.yaml").read_text())
-    for i in range(n):
-        d = dest / task_id(i)
-        shutil.copytree(DEMO / DEMO_TASK, d)
-        (d / "task.yaml").write_text(yaml.safe_dump({**spec, "id": d.name}, sort_keys=False))
-    return dest
+    return copy_demo_task(dest, n)
 
 
 _PENDING: list[Any] = []

@@ -120,6 +120,11 @@ def make_suite(n: int, dest: Path) -> Path:
     (third / "candidate.yaml").write_text(yaml.safe_dump({**spec, "id": third.name}))
     with open(third / "files" / "work" / "SKILL.md", "a") as fh:
         fh.write("\nKeep the change small.\n")
+    return copy_demo_task(dest, n)
+
+
+def copy_demo_task(dest: Path, n: int) -> Path:
+    """Write ``n`` copies of the demo task into ``dest`` and each replays file's lines for them."""
     (dest / "replays").mkdir()
     shutil.copy(DEMO / "replays" / "expected.json", dest / "replays" / "expected.json")
     for path in sorted((DEMO / "replays").glob("*.jsonl")):

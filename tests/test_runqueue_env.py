@@ -76,7 +76,7 @@ def test_a_ctrl_c_whose_interrupt_was_swallowed_still_cancels_the_next_poll(tmp_
             start_daemon=False,
         )
         executor._jobs = {"a-run": runqueue.Job(assets=("comparator_cells",), partition=None)}
-        executor._watch_signals()
+        executor._signals.open()
         try:
             os.kill(os.getpid(), signal.SIGINT)
             assert swallowed == [signal.SIGINT]  # the handler ran and raised nothing

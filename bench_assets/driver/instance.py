@@ -6,9 +6,6 @@ decision), and reads of the latest cells and decisions. Materializing a benchmar
 CLI imports this lazily so that ``wfbench validate`` never pays for importing Dagster.
 """
 
-import os
-import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +17,7 @@ from bench_assets.decision.documents import CellView, DecisionDocument, load_cel
 from bench_assets.decision.ledger import LedgerEntry
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
+from bench_assets.driver import services
 from bench_assets.generation.apply import ApplyResult
 from bench_assets.kernel.errors import InputError, WfbenchError, error_class
 from bench_assets.kernel.store import ArtifactStore, default_artifact_root
@@ -88,31 +86,16 @@ def materialize(
 
 @contextmanager
 def _interrupts_kept() -> Iterator[None]:
-    """Raise ``KeyboardInterrupt`` after a run during which Ctrl-C or SIGTERM arrived.
-
-    Dagster defers interrupts during an in-process run to its checkpoints (a step's own code) and
-    drops one that arrives after the last of them, e.g. while it writes the step's events: the run
-    then succeeds and the generation would go on paying cells. Every signal with a Python handler
-    is also written to the wakeup fd, whoever's handler it is, so the signal is seen here.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals are only delivered to the main thread
-        return
-    r, w = os.pipe()
-    os.set_blocking(r, False)
-    os.set_blocking(w, False)
-    previous = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    """Raise ``KeyboardInterrupt`` after a run during which Ctrl-C or SIGTERM arrived (Dagster
+    would otherwise drop one that arrives after a step's last checkpoint, e.g. while it writes
+    the step's events: the run then succeeds and the generation would go on paying cells)."""
+    pipe = services.SignalPipe().open()
     try:
         yield
     finally:
-        signal.set_wakeup_fd(previous)
-        try:
-            got = os.read(r, 4096)
-        except BlockingIOError:
-            got = b""
-        os.close(r)
-        os.close(w)
-    if signal.SIGINT in got or signal.SIGTERM in got:
+        got = pipe.interrupted()
+        pipe.close()
+    if got:
         raise KeyboardInterrupt
 
 

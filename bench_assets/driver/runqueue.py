@@ -24,9 +24,7 @@ run that dies, a daemon that stops heartbeating) that read as a whole; the helpe
 """
 
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -206,7 +204,7 @@ class QueueExecutor:
         self._record: services.DriverRecord | None = None
         self._distrusted: str | None = None
         self._previous_env: dict[str, str | None] = {}
-        self._signals: tuple[int, int, int] | None = None  # (read fd, write fd, previous)
+        self._signals = services.SignalPipe()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -241,7 +239,9 @@ class QueueExecutor:
         # What this sets in the process environment is put back on exit (a test process, or a
         # CLI that opens a second executor, must not inherit another suite's tasks folder).
         self._previous_env = {k: os.environ.get(k) for k in _ENV_SET}
-        self._watch_signals()
+        # A Ctrl-C whose KeyboardInterrupt was dropped (raised inside SQLAlchemy's
+        # garbage-collection callback while polling) is raised again at the next poll.
+        self._signals.open()
         os.environ[services.TOKEN_ENV] = token
         self._record = services.DriverRecord(
             token=token, pid=os.getpid(), started=services.start_time(os.getpid())
@@ -299,12 +299,7 @@ class QueueExecutor:
                 self.instance.root_directory, self._record.model_copy(update={"ended": True})
             )
             self._record = None
-        if self._signals is not None:
-            r, w, previous = self._signals
-            signal.set_wakeup_fd(previous)
-            os.close(r)
-            os.close(w)
-            self._signals = None
+        self._signals.close()
         for key, value in self._previous_env.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -418,31 +413,6 @@ class QueueExecutor:
         self._jobs[run.run_id] = job
         return run.run_id
 
-    def _watch_signals(self) -> None:
-        """Every Ctrl-C or SIGTERM while this executor is open is also written to a pipe.
-
-        Python runs a signal handler between bytecodes, wherever they are: the handler's
-        ``KeyboardInterrupt`` raised inside a garbage-collection callback (SQLAlchemy's, while
-        polling the instance) is printed and dropped, and the generation went on paying cells.
-        :meth:`poll` reads the pipe and raises it again.
-        """
-        if threading.current_thread() is not threading.main_thread():
-            return  # signals are only delivered to the main thread
-        r, w = os.pipe()
-        os.set_blocking(r, False)
-        os.set_blocking(w, False)
-        self._signals = (r, w, signal.set_wakeup_fd(w, warn_on_full_buffer=False))
-
-    def _raise_if_interrupted(self) -> None:
-        if self._signals is None:
-            return
-        try:
-            got = os.read(self._signals[0], 4096)
-        except BlockingIOError:
-            return
-        if signal.SIGINT in got or signal.SIGTERM in got:
-            raise KeyboardInterrupt
-
     def pending(self) -> int:
         return len(self._jobs)
 
@@ -458,7 +428,8 @@ class QueueExecutor:
             if not self.daemon_healthy():
                 self._start_daemon()  # the daemon we relied on stopped heartbeating
         while self._jobs:
-            self._raise_if_interrupted()
+            if self._signals.interrupted():
+                raise KeyboardInterrupt
             runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
             ended = [r for r in runs if r.is_finished]
             batches = {rid: j for rid, j in self._jobs.items() if j.cells}

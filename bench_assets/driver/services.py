@@ -1,4 +1,5 @@
-"""The processes a queued generation starts, and ending those a killed one left behind.
+"""The processes a queued generation starts, and ending those a killed one left behind; and
+:class:`SignalPipe`, which keeps the driver's Ctrl-C when a handler's interrupt is dropped.
 
 On the run-queue path (:class:`~bench_assets.driver.runqueue.QueueExecutor`) ``wfbench evolve``
 starts processes that outlive it when it is killed with ``kill -9``: the gRPC code server its
@@ -20,6 +21,7 @@ heartbeat of the daemon it recorded is never taken for a live daemon
 import os
 import secrets
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -157,3 +159,43 @@ def end_orphaned(instance_root: str | Path, progress: Callable[[str], None]) -> 
         )
         end(pids)
     return record
+
+
+class SignalPipe:
+    """Every signal with a Python handler, also written to a pipe (``signal.set_wakeup_fd``).
+
+    A handler's ``KeyboardInterrupt`` can be lost: Dagster defers it during an in-process run and
+    drops one that arrives after its last checkpoint, and one raised inside a garbage-collection
+    callback is printed and dropped. The pipe keeps the signal whoever's handler ran, so the
+    caller can raise it at a safe point. Only the main thread receives signals; elsewhere the
+    pipe is never opened and :meth:`interrupted` is always false.
+    """
+
+    def __init__(self) -> None:
+        self._fds: tuple[int, int, int] | None = None  # read fd, write fd, previous wakeup fd
+
+    def open(self) -> "SignalPipe":
+        if threading.current_thread() is threading.main_thread():
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            os.set_blocking(w, False)
+            self._fds = (r, w, signal.set_wakeup_fd(w, warn_on_full_buffer=False))
+        return self
+
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C or SIGTERM arrived since the pipe opened (or was last read)."""
+        if self._fds is None:
+            return False
+        try:
+            got = os.read(self._fds[0], 4096)
+        except BlockingIOError:
+            return False
+        return signal.SIGINT in got or signal.SIGTERM in got
+
+    def close(self) -> None:
+        if self._fds is not None:
+            r, w, previous = self._fds
+            signal.set_wakeup_fd(previous)
+            os.close(r)
+            os.close(w)
+            self._fds = None

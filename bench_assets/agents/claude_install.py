@@ -191,7 +191,7 @@ def install_claude_code(version: str, *, progress: Callable[[str], None] = lambd
             atomic_write_text(
                 staging / INSTALL_FILE, record.model_dump_json(indent=2) + "\n", mode=0o444
             )
-            publish_dir(staging, final)
+            publish_dir(staging, final, record=INSTALL_FILE)
         except BaseException:
             remove_tree(staging)
             raise

@@ -231,7 +231,7 @@ def ensure_environment(
         )
         atomic_write_json(staging / RECORD, rec.model_dump(mode="json"))
         make_tree_readonly(staging)
-        publish_dir(staging, final)
+        publish_dir(staging, final, record=RECORD)
     finally:
         if staging.exists():
             remove_tree(staging)

@@ -106,7 +106,7 @@ def build_graph(
             return info
         atomic_write_json(staging / "graph-info.json", info.model_dump(mode="json"))
         make_tree_readonly(staging)
-        publish_dir(staging, final)
+        publish_dir(staging, final, record="graph-info.json")
         return info
     finally:
         if staging.exists():

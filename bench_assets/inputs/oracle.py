@@ -149,7 +149,7 @@ def store(snapshot: OracleSnapshot, payloads: dict[str, bytes], artifacts: Artif
         atomic_write_bytes(staging / "files" / name, data, mode=0o444)
     atomic_write_json(staging / "manifest.json", snapshot.model_dump(mode="json"), mode=0o444)
     make_tree_readonly(staging)
-    return publish_dir(staging, final)
+    return publish_dir(staging, final, record="manifest.json")
 
 
 def verify_stored(snapshot: OracleSnapshot, artifacts: ArtifactStore) -> dict[str, bytes]:

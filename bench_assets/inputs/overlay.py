@@ -98,5 +98,5 @@ def snapshot(
             )
         atomic_write_json(staging / "overlay.json", snap.model_dump(mode="json"), mode=0o444)
         make_tree_readonly(staging)
-        publish_dir(staging, final)
+        publish_dir(staging, final, record="overlay.json")
     return snap, final / "files"

@@ -114,7 +114,7 @@ def build_template(
             return Template(final, info)
         # The record sits outside the tree the agent sees: beside the work tree in the store.
         atomic_write_json(staging / TEMPLATE_RECORD, info.model_dump(mode="json"))
-        publish_dir(staging, final)
+        publish_dir(staging, final, record=TEMPLATE_RECORD)
         return Template(final, info)
     finally:
         if staging.exists():

@@ -94,4 +94,4 @@ def snapshot(src: Path, artifacts: ArtifactStore) -> tuple[SkillsSnapshot, Path]
         raise InputError(f"skill tree {src} changed while it was being captured")
     atomic_write_json(staging / "manifest.json", snap.model_dump(mode="json"), mode=0o444)
     make_tree_readonly(staging)
-    return snap, publish_dir(staging, final)
+    return snap, publish_dir(staging, final, record="manifest.json")

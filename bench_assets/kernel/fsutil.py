@@ -100,31 +100,63 @@ def make_tree_writable(root: Path) -> None:
 
 
 def remove_tree(root: Path) -> None:
-    """Delete ``root`` even if it was made read-only; a missing path is not an error."""
+    """Delete ``root`` even if it was made read-only; a missing path is not an error.
+
+    A directory is first renamed to a hidden sibling (``.removing.<name>.<random>``) in one
+    atomic step, then deleted: a crash or kill in the middle leaves that sibling behind, never a
+    half-deleted tree at ``root``'s path, where a content-addressed reader could take what is
+    left of it for the published content. A directory that cannot be renamed (a mount point)
+    is deleted in place.
+    """
     if not os.path.lexists(root):
         return
     if os.path.islink(root) or root.is_file():
         os.unlink(root)
         return
-    make_tree_writable(root)
-    shutil.rmtree(root)
+    doomed = root.parent / f".removing.{root.name}.{os.urandom(6).hex()}"
+    try:
+        os.rename(root, doomed)
+    except FileNotFoundError:
+        return  # removed by someone else meanwhile
+    except OSError:  # a mount point (EBUSY), a read-only parent: delete in place
+        doomed = root
+    make_tree_writable(doomed)
+    shutil.rmtree(doomed)
 
 
-def publish_dir(staging: Path, final: Path) -> Path:
+_PUBLISH_ATTEMPTS = 5
+
+
+def publish_dir(staging: Path, final: Path, *, record: str | None = None) -> Path:
     """Move a fully built ``staging`` directory to ``final`` atomically.
 
     When ``final`` already exists (content-addressed: another run published the same content),
-    the staging copy is discarded and the existing one is kept.
+    the staging copy is discarded and the existing one is kept — but only if it is complete.
+    ``record`` names the file a complete publication holds (written last into ``staging``, e.g.
+    ``manifest.json``): a ``final`` without it (left by a crash, a partial copy, a hand-deleted
+    file) is never trusted; it is removed and ``staging`` published in its place. Without
+    ``record`` (a folder a user may own, such as a task folder) an existing ``final`` is kept
+    whatever it holds.
+
+    Raises:
+        OSError: ``staging`` cannot be moved, or ``final`` keeps being replaced by incomplete
+            folders (another process racing with a broken writer).
     """
+    if record is not None and not (staging / record).is_file():
+        raise ValueError(f"{staging} has no {record}: refusing to publish an incomplete folder")
     final.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(staging, final)
-    except OSError:
-        if final.exists():
+    for _ in range(_PUBLISH_ATTEMPTS):
+        try:
+            os.rename(staging, final)
+            return final
+        except OSError:
+            if not final.exists():
+                raise
+        if record is None or (final / record).is_file():
             remove_tree(staging)
-        else:
-            raise
-    return final
+            return final
+        remove_tree(final)  # incomplete: replaced, never trusted
+    raise OSError(f"could not publish {final}: it was replaced by an incomplete folder each time")
 
 
 def staging_dir(parent: Path, prefix: str) -> Path:

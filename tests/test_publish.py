@@ -1,0 +1,112 @@
+"""A content address holds nothing or a complete publication: never what a crash left of one.
+
+The attack (or accident) is a folder at a content address without its record file: a removal
+killed half-way, a hand-deleted file, a partial copy of the artifact store. Before this, the
+publisher kept such a folder as "already published by another run" and the reader then found
+no record ("artifacts are missing"), or worse, trusted what was left.
+"""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench_assets.config.models import LimitsConfig
+from bench_assets.inputs import oracle, sanitize
+from bench_assets.kernel import fsutil
+from bench_assets.kernel.fsutil import publish_dir, remove_tree
+from bench_assets.kernel.store import ArtifactStore
+from bench_assets.tasks.catalog import load_benchmark
+from tests.conftest import make_bench
+from tests.test_inputs_core import _template_from_path_repo
+
+
+def _staged(parent: Path, payload: str) -> Path:
+    staging = parent / f".staging-{payload}"
+    staging.mkdir(parents=True)
+    (staging / "data.txt").write_text(payload)
+    (staging / "record.json").write_text("{}")
+    return staging
+
+
+def test_a_removal_killed_half_way_leaves_nothing_at_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "store" / "abc"
+    (target / "deep").mkdir(parents=True)
+    (target / "deep" / "f.txt").write_text("x")
+    (target / "record.json").write_text("{}")
+
+    def killed(path: str | Path, *a: object, **k: object) -> None:
+        raise KeyboardInterrupt  # the process dies inside the delete
+
+    monkeypatch.setattr(shutil, "rmtree", killed)
+    with pytest.raises(KeyboardInterrupt):
+        remove_tree(target)
+    assert not target.exists()
+    left = [p.name for p in target.parent.iterdir()]
+    assert len(left) == 1 and left[0].startswith(".removing.abc."), left
+
+
+def test_an_incomplete_folder_at_the_address_is_replaced(tmp_path: Path) -> None:
+    final = tmp_path / "store" / "abc"
+    final.mkdir(parents=True)
+    (final / "data.txt").write_text("what a crash left")  # no record.json
+    publish_dir(_staged(tmp_path, "good"), final, record="record.json")
+    assert (final / "data.txt").read_text() == "good"
+    assert (final / "record.json").is_file()
+    assert [p.name for p in (tmp_path / "store").iterdir()] == ["abc"]
+
+
+def test_a_complete_folder_is_kept_and_the_staging_copy_discarded(tmp_path: Path) -> None:
+    final = tmp_path / "store" / "abc"
+    publish_dir(_staged(tmp_path, "first"), final, record="record.json")
+    second = _staged(tmp_path, "second")
+    publish_dir(second, final, record="record.json")
+    assert (final / "data.txt").read_text() == "first"
+    assert not second.exists()
+
+
+def test_without_a_record_name_an_existing_folder_is_never_touched(tmp_path: Path) -> None:
+    final = tmp_path / "tasks" / "mine"
+    final.mkdir(parents=True)
+    (final / "task.yaml").write_text("a user's own task")
+    publish_dir(_staged(tmp_path, "mined"), final)
+    assert (final / "task.yaml").read_text() == "a user's own task"
+
+
+def test_a_staging_folder_without_its_record_is_not_published(tmp_path: Path) -> None:
+    staging = _staged(tmp_path, "x")
+    (staging / "record.json").unlink()
+    with pytest.raises(ValueError, match="record.json"):
+        publish_dir(staging, tmp_path / "store" / "abc", record="record.json")
+    assert not (tmp_path / "store" / "abc").exists()
+
+
+def test_a_template_whose_record_was_lost_is_rebuilt_not_trusted(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    built, *_ = _template_from_path_repo(tmp_path, store)
+    sha = built.template.info.sanitized_sha
+    record = built.template.path / sanitize.TEMPLATE_RECORD
+    fsutil.make_tree_writable(built.template.path)
+    record.unlink()
+    (sanitize.template_tree(built.template) / "planted.txt").write_text("left behind")
+    assert sanitize.load_template(store, sha) is None
+
+    again, *_ = _template_from_path_repo(tmp_path / "again", store)
+    assert again.template.info.sanitized_sha == sha
+    loaded = sanitize.load_template(store, sha)
+    assert loaded is not None and loaded.info == built.template.info
+    assert not (sanitize.template_tree(loaded) / "planted.txt").exists()
+
+
+def test_an_oracle_folder_without_its_manifest_is_replaced(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    root = make_bench(tmp_path / "tasks")
+    snap, payloads = oracle.capture(load_benchmark(root).task("alpha"), LimitsConfig())
+    final = store.oracle(snap.digest)
+    (final / "files").mkdir(parents=True)
+    (final / "files" / "test_oracle_alpha.py").write_text("def test_x():\n    assert True\n")
+    assert oracle.store(snap, payloads, store) == final
+    assert (final / "manifest.json").is_file()
+    assert oracle.verify_stored(snap, store) == payloads

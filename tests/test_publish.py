@@ -14,6 +14,7 @@ import pytest
 from bench_assets.config.models import LimitsConfig
 from bench_assets.inputs import oracle, sanitize
 from bench_assets.kernel import fsutil
+from bench_assets.kernel.errors import ValidationFailed
 from bench_assets.kernel.fsutil import publish_dir, remove_tree
 from bench_assets.kernel.store import ArtifactStore
 from bench_assets.tasks.catalog import load_benchmark
@@ -110,3 +111,17 @@ def test_an_oracle_folder_without_its_manifest_is_replaced(tmp_path: Path) -> No
     assert oracle.store(snap, payloads, store) == final
     assert (final / "manifest.json").is_file()
     assert oracle.verify_stored(snap, store) == payloads
+
+
+def test_a_crash_leftover_in_the_candidate_queue_does_not_break_the_suite(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "tasks"
+    shutil.copytree(Path(__file__).parent.parent / "tasks", root)
+    queue = root / "candidates"
+    (queue / ".removing.c0009.tmp.1f2e").mkdir()  # a removal killed half-way
+    (queue / ".c0009-proposal.tmp" / "files").mkdir(parents=True)  # a proposal being staged
+    assert sorted(load_benchmark(root).candidates) == ["c0001-test-first", "c0002-plan-budget"]
+    (queue / "c0009-broken").mkdir()  # a visible folder is a candidate, and must be valid
+    with pytest.raises(ValidationFailed, match="c0009-broken/candidate.yaml"):
+        load_benchmark(root)

@@ -420,7 +420,10 @@ def collect_issues(
     candidates: dict[str, Candidate] = {}
     if config is not None:
         queue = root / config.proposer.queue
-        for d in sorted(p for p in queue.iterdir() if p.is_dir()) if queue.is_dir() else []:
+        # Hidden folders are the harness's own (a proposal being staged, a removal a crash
+        # interrupted), never candidates: like hidden task folders, they are skipped.
+        listed = sorted(queue.iterdir()) if queue.is_dir() else []
+        for d in (p for p in listed if p.is_dir() and not p.name.startswith(".")):
             cspec: CandidateSpec | None = c.parse(d / CANDIDATE_FILE, CandidateSpec)
             if cspec is None:
                 continue

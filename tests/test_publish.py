@@ -56,7 +56,35 @@ def test_an_incomplete_folder_at_the_address_is_replaced(tmp_path: Path) -> None
     publish_dir(_staged(tmp_path, "good"), final, record="record.json")
     assert (final / "data.txt").read_text() == "good"
     assert (final / "record.json").is_file()
-    assert [p.name for p in (tmp_path / "store").iterdir()] == ["abc"]
+    assert sorted(p.name for p in (tmp_path / "store").iterdir()) == [".publish.lock", "abc"]
+
+
+def test_racing_publishers_of_the_same_content_never_remove_each_others_work(
+    tmp_path: Path,
+) -> None:
+    import threading
+
+    for round_ in range(20):
+        final = tmp_path / f"store{round_}" / "abc"
+        final.mkdir(parents=True)
+        (final / "data.txt").write_text("what a crash left")
+        stagings = [_staged(tmp_path / f"s{round_}-{i}", "good") for i in range(4)]
+        start = threading.Barrier(len(stagings))
+        seen: list[str] = []
+
+        def publish(staging: Path, final: Path, start: threading.Barrier, seen: list[str]) -> None:
+            start.wait()
+            out = publish_dir(staging, final, record="record.json")
+            seen.append((out / "data.txt").read_text())  # what this publisher returns is there
+
+        threads = [threading.Thread(target=publish, args=(s, final, start, seen)) for s in stagings]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen == ["good"] * 4
+        assert (final / "record.json").is_file()
+        assert not [s for s in stagings if s.exists()]
 
 
 def test_a_complete_folder_is_kept_and_the_staging_copy_discarded(tmp_path: Path) -> None:

@@ -124,7 +124,8 @@ def remove_tree(root: Path) -> None:
     shutil.rmtree(doomed)
 
 
-_PUBLISH_ATTEMPTS = 5
+PUBLISH_LOCK = ".publish.lock"
+"""The lock file, beside the published folders, taken only to replace an incomplete one."""
 
 
 def publish_dir(staging: Path, final: Path, *, record: str | None = None) -> Path:
@@ -139,24 +140,38 @@ def publish_dir(staging: Path, final: Path, *, record: str | None = None) -> Pat
     whatever it holds.
 
     Raises:
-        OSError: ``staging`` cannot be moved, or ``final`` keeps being replaced by incomplete
-            folders (another process racing with a broken writer).
+        OSError: ``staging`` cannot be moved into place.
     """
     if record is not None and not (staging / record).is_file():
         raise ValueError(f"{staging} has no {record}: refusing to publish an incomplete folder")
     final.parent.mkdir(parents=True, exist_ok=True)
-    for _ in range(_PUBLISH_ATTEMPTS):
-        try:
-            os.rename(staging, final)
-            return final
-        except OSError:
+    try:
+        os.rename(staging, final)
+        return final
+    except OSError:
+        if record is None:
             if not final.exists():
                 raise
-        if record is None or (final / record).is_file():
             remove_tree(staging)
             return final
-        remove_tree(final)  # incomplete: replaced, never trusted
-    raise OSError(f"could not publish {final}: it was replaced by an incomplete folder each time")
+    # ``final`` exists, or is being replaced right now by another publisher. Check and replace
+    # under a lock, so that two publishers of the same content cannot both find it incomplete and
+    # one remove what the other just published (a plain rename into an absent ``final`` needs no
+    # lock: it only succeeds when nothing is there).
+    lock = final.parent / PUBLISH_LOCK
+    lock.touch(exist_ok=True)
+    with open(lock, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        if not (final / record).is_file():
+            remove_tree(final)  # incomplete: replaced, never trusted
+            try:
+                os.rename(staging, final)
+                return final
+            except OSError:
+                if not (final / record).is_file():
+                    raise
+    remove_tree(staging)
+    return final
 
 
 def staging_dir(parent: Path, prefix: str) -> Path:

@@ -1,8 +1,10 @@
 """wfbench: a benchmark of coding-agent skill text, built as Dagster assets.
 
-Everything in this package except ``bench_assets.defs`` and ``bench_assets.definitions`` is plain
-Python with no Dagster import; the ``defs`` package only wires that core into assets, checks,
-partitions, sensors, schedules and resources.
+The core (every room below ``defs``, docs/architecture.md) is plain Python with no Dagster import;
+``defs`` wires it into assets, partitions, sensors and resources, ``driver`` drives a Dagster
+instance, ``cli`` is the command line. Two modules stand at the top, what Dagster loads by name
+from its configuration: ``definitions`` (the code location) and ``docker_launcher`` (the Docker
+deployment's run launcher).
 """
 
 __version__ = "0.1.0"

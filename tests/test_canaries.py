@@ -1,4 +1,5 @@
-"""Tamper canaries (bench_assets/runner/canaries.py), tested by planting them and running pytest.
+"""Tamper canaries (bench_assets/runner/canaries.py, planted by canary_plant.py), tested by
+planting them and running pytest.
 
 Every soundness claim is checked the only way that counts: plant canaries into real-looking test
 modules, run pytest on them in a subprocess, and read each test's outcome (a small reporter plugin
@@ -30,8 +31,9 @@ from typing import get_args
 
 import pytest
 
-from bench_assets.runner import canaries
-from bench_assets.runner.canaries import Canary, CanaryOutcome, fired, judge, plant
+from bench_assets.runner import canaries, canary_plant
+from bench_assets.runner.canaries import Canary, CanaryOutcome, fired, judge
+from bench_assets.runner.canary_plant import plant
 from bench_assets.runner.trusted import Outcome as RunnerOutcome
 from bench_assets.tasks.discovery import discover_tests
 
@@ -1014,7 +1016,7 @@ def test_planted_text_keeps_the_real_tests_byte_for_byte() -> None:
 
 
 def test_module_docstring_mentions_what_is_skipped() -> None:
-    doc = textwrap.dedent(canaries.__doc__ or "")
+    doc = textwrap.dedent(canary_plant.__doc__ or "")
     for word in ("encoding", "CRLF", "does not parse", "__test__"):
         assert word in doc
 
@@ -1024,7 +1026,7 @@ def test_preferred_tests_get_their_mutant_first() -> None:
     whatever the random order."""
     import random as _random
 
-    from bench_assets.runner import canaries as _c
+    from bench_assets.runner import canary_plant as _c
 
     src = b"".join(
         f"def test_case_{i}():\n    assert len('abc') == 3\n\n\n".encode() for i in range(6)

@@ -13,7 +13,8 @@ from bench_assets.driver.cellbatch import (
     cell_groups,
     pay_cells,
 )
-from bench_assets.driver.runqueue import InProcessExecutor, Job
+from bench_assets.driver.runqueue import InProcessExecutor
+from bench_assets.driver.runs import Job
 
 
 def cell_job(task: str, cell: str, **config: object) -> Job:

@@ -30,7 +30,7 @@ ARTIFACTS = "/var/lib/wfbench/artifacts"
 
 LAUNCHERS = {
     "k8s": ("dagster_k8s", "K8sRunLauncher", "dagster-k8s"),
-    "docker": ("bench_assets.driver.docker_launcher", "WfbenchDockerRunLauncher", "dagster-docker"),
+    "docker": ("bench_assets.docker_launcher", "WfbenchDockerRunLauncher", "dagster-docker"),
 }
 
 
@@ -164,7 +164,7 @@ def test_docker_launcher_translates_systempaths_as_the_docker_command_line_does(
     (the engine refuses the raw option); other options and bodies without it stay as they are."""
     if importlib.util.find_spec("dagster_docker") is None:
         pytest.skip("dagster-docker is not installed (.ci/run installs it)")
-    from bench_assets.driver.docker_launcher import unmask_system_paths, unmasking
+    from bench_assets.docker_launcher import unmask_system_paths, unmasking
 
     shipped = load("docker")["run_launcher"]["config"]["container_kwargs"]["security_opt"]
     body = {"Image": "x", "HostConfig": {"SecurityOpt": shipped, "Binds": ["a:/a:rw"]}}
@@ -190,7 +190,7 @@ def test_docker_launcher_leaves_the_option_raw_for_podman() -> None:
     """Podman's socket unmasks for the raw option and ignores empty lists: no translation there."""
     if importlib.util.find_spec("dagster_docker") is None:
         pytest.skip("dagster-docker is not installed (.ci/run installs it)")
-    from bench_assets.driver.docker_launcher import is_podman
+    from bench_assets.docker_launcher import is_podman
 
     podman = {"Components": [{"Name": "Podman Engine"}, {"Name": "Conmon"}], "Version": "4.3.1"}
     docker = {"Components": [{"Name": "Engine"}, {"Name": "containerd"}], "Version": "20.10.24"}

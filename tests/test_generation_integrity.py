@@ -363,7 +363,7 @@ def ui_decision(root: Path, art: Path, env: dict[str, str]) -> None:
 
     from bench_assets.defs.resources import BenchResource
     from bench_assets.driver.instance import materialize
-    from bench_assets.driver.runqueue import assets_by_name
+    from bench_assets.driver.runs import assets_by_name
 
     instance = dg.DagsterInstance.from_config(env.get("DAGSTER_HOME") or os.environ["DAGSTER_HOME"])
     try:
@@ -855,7 +855,7 @@ def test_report_never_shows_an_older_generations_report_as_the_latest(
 
     from bench_assets.defs.resources import BenchResource
     from bench_assets.driver.instance import materialize
-    from bench_assets.driver.runqueue import assets_by_name
+    from bench_assets.driver.runs import assets_by_name
 
     root, art = two_task_bench(tmp_path, runs=1), tmp_path / "art"
     assert subprocess.run(cli("evolve", "--tasks", str(root)), env=env).returncode == 0

@@ -22,8 +22,10 @@ ROOMS = [
 ]  # fmt: skip
 """Bottom up: each room may import only the rooms before it (and itself)."""
 CORE = ROOMS[: ROOMS.index("defs")]
-TOP = {"definitions"}  # bench_assets/definitions.py, the code location: above every room
-FLAT = {"__init__.py", "definitions.py"}
+TOP = {"definitions", "docker_launcher"}
+"""bench_assets/definitions.py (the code location) and docker_launcher.py (the Docker deployment's
+run launcher): what Dagster loads by module name from its configuration, above every room."""
+FLAT = {"__init__.py", *(f"{m}.py" for m in TOP)}
 MAX_MODULES = 12
 
 
@@ -246,3 +248,90 @@ def test_the_rooms_table_lists_the_core_rooms_in_order_with_their_files() -> Non
         if f.endswith(".py") and "/" not in f and not (PKG / room / f).is_file()
     ]
     assert not missing, f"the rooms table names files that are not in their room: {missing}"
+
+
+def _circles(imports: list[Import]) -> list[list[str]]:
+    """The import circles among bench_assets' modules (each a sorted list of dotted names), in a
+    room or across rooms: every import counts, inside a function too (Tarjan's strongly connected
+    components of the module graph)."""
+    graph: dict[str, set[str]] = {}
+    for i in imports:
+        src = _module_name(ROOT / i.file)
+        if i.target.startswith("bench_assets.") and i.target != src:
+            graph.setdefault(src, set()).add(i.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            connect(v)
+    return sorted(found)
+
+
+def _circle_report(circles: list[list[str]]) -> str:
+    return "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_no_import_circle_inside_a_room_or_between_rooms() -> None:
+    """Modules of one room may import each other, but never in a loop: a circle inside a room
+    (driver/runqueue <-> cellbatch, say, through imports inside functions) fails like one between
+    rooms. Break it by moving what both need into a module below both."""
+    circles = _circles(ALL_IMPORTS)
+    assert not circles, "import circles (each: modules that import each other in a loop):\n" + (
+        _circle_report(circles)
+    )
+
+
+def test_the_circle_rule_sees_a_circle_inside_one_room_through_a_function(tmp_path: Path) -> None:
+    """Negative control: an import inside a function, from a module back to one that imports
+    it, makes a circle; the rule names every module of it."""
+    assert _circles([]) == []
+    pair = [
+        Import("bench_assets/kernel/a.py", 1, "bench_assets.kernel.b", False),
+        Import("bench_assets/kernel/b.py", 3, "bench_assets.kernel.a", True),
+    ]
+    assert _circles(pair) == [["bench_assets.kernel.a", "bench_assets.kernel.b"]]
+    assert _circles(pair[:1]) == []
+    # Into the real tree: driver/runs.py (below the executors and the batch modules) importing
+    # the executor inside a function closes runs -> runqueue -> cellbatch/inputs -> runs.
+    probe = tmp_path / "probe.py"
+    probe.write_text("def f():\n    from bench_assets.driver.runqueue import QueueExecutor\n")
+    back = _imports(probe, as_file="bench_assets/driver/runs.py")
+    assert back == [Import("bench_assets/driver/runs.py", 2, "bench_assets.driver.runqueue", True)]
+    circles = _circles(ALL_IMPORTS + back)
+    assert circles == [
+        [
+            "bench_assets.driver.cellbatch",
+            "bench_assets.driver.inputs",
+            "bench_assets.driver.runqueue",
+            "bench_assets.driver.runs",
+        ]
+    ]
+    assert _circle_report(circles) == (
+        "bench_assets.driver.cellbatch <-> bench_assets.driver.inputs <-> "
+        "bench_assets.driver.runqueue <-> bench_assets.driver.runs"
+    )

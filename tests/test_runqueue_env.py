@@ -12,7 +12,7 @@ from typing import Any
 import dagster as dg
 import pytest
 
-from bench_assets.driver import runqueue, services
+from bench_assets.driver import runqueue, runs, services
 from bench_assets.driver.instance import StepFailed
 
 
@@ -75,7 +75,7 @@ def test_a_ctrl_c_whose_interrupt_was_swallowed_still_cancels_the_next_poll(tmp_
             artifact_root=str(tmp_path),
             start_daemon=False,
         )
-        executor._jobs = {"a-run": runqueue.Job(assets=("comparator_cells",), partition=None)}
+        executor._jobs = {"a-run": runs.Job(assets=("comparator_cells",), partition=None)}
         executor._signals.open()
         try:
             os.kill(os.getpid(), signal.SIGINT)

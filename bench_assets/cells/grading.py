@@ -12,8 +12,8 @@ Order (steps 2–4 of the README section "How a cell runs, and what it records")
    oracle there. A patch that does not apply is ``patch-failed``. Anything the patch does not show —
    a file in ``.git``, a path the capture leaves out — does not exist where the tests run, so the
    recorded patch reproduces its own grade;
-4. plant **tamper canaries** in both phases (:mod:`bench_assets.runner.canaries`): copies of real
-   tests that must fail (one-off mutants of an expected literal, and one that always fails per
+4. plant **tamper canaries** in both phases (:mod:`bench_assets.runner.canary_plant`): copies of
+   real tests that must fail (one-off mutants of an expected literal, and one that always fails per
    module), under random names, mixed among the real tests. They are not expected tests; a canary
    reported *passed*, or the trusted runner reporting its own machinery replaced, makes the cell
    ``grader-tampered``.
@@ -48,6 +48,7 @@ from bench_assets.kernel.hashing import sha256_bytes
 from bench_assets.runner import canaries as canaries_mod
 from bench_assets.runner import hygiene
 from bench_assets.runner.canaries import CanaryOutcome
+from bench_assets.runner.canary_plant import plant as plant_canaries
 from bench_assets.runner.trusted import (
     Layout,
     Outcome,
@@ -196,7 +197,7 @@ def standalone_module(
         name = f"test_{rng.choice(words)}_{rng.choice(words)}.py".replace("__", "_")
         path = folder / name
         if not os.path.lexists(path):
-            data, made = canaries_mod.plant(path.relative_to(root).as_posix(), b"", rng)
+            data, made = plant_canaries(path.relative_to(root).as_posix(), b"", rng)
             return (path, data, made) if made else None
     return None
 
@@ -212,7 +213,7 @@ def plant_verify_canaries(
     for path in _test_modules(tree, paths):
         rel = path.relative_to(tree).as_posix()
         source = path.read_bytes()
-        new, made = canaries_mod.plant(rel, source, rng, mutants=MUTANTS_PER_MODULE)
+        new, made = plant_canaries(rel, source, rng, mutants=MUTANTS_PER_MODULE)
         if made:
             atomic_write_bytes(path, new, mode=os.stat(path).st_mode & 0o777)
             planted += made
@@ -297,7 +298,7 @@ def run_oracle(
     for f in snapshot.files:
         data = payloads[f.name]
         if snapshot.command is None and TAMPER_CANARIES and f.name.endswith(".py"):
-            data, made = canaries_mod.plant(
+            data, made = plant_canaries(
                 f.name,
                 data,
                 rng,

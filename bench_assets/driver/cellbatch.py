@@ -14,7 +14,7 @@ concurrent sessions holds and the UI lists one run per cell.
 :func:`pay_batch` is what that run executes (the :data:`cell_batch` job, defined here because its
 op drives Dagster: the code location ``bench_assets/definitions.py`` loads it); and
 :func:`batch_outcomes` turns the batch's per-cell runs into one
-:class:`~bench_assets.driver.runqueue.Finished` per cell as each ends, so the generation loop sees
+:class:`~bench_assets.driver.runs.Finished` per cell as each ends, so the generation loop sees
 cells, not batches.
 """
 
@@ -25,6 +25,7 @@ import dagster as dg
 
 from bench_assets.defs.resources import BenchResource
 from bench_assets.driver.instance import StepFailed
+from bench_assets.driver.runs import Finished, Job, assets_by_name, run_failure
 
 CELL_BATCH_JOB = "cell_batch"
 CELL_BATCH_TAG = "wfbench/cell_batch"
@@ -53,8 +54,6 @@ def cell_groups(
 def batch_job(cells: Sequence[Any]) -> Any:
     """The ``cell_batch`` run of ``cells`` (cell jobs of one task: one cell asset each, their
     partition in the tags); the batch run carries the tags the cells share (the generation)."""
-    from bench_assets.driver.runqueue import Job
-
     entries = []
     for job in cells:
         (asset,) = job.assets
@@ -99,7 +98,6 @@ def pay_batch(
     """Materialize each cell of a batch, an in-process run each, in order; returns the cells
     (``task cell``) whose run failed. An interrupt (the batch canceled) propagates."""
     from bench_assets.driver.instance import materialize
-    from bench_assets.driver.runqueue import assets_by_name
 
     names = tuple(sorted({c["asset"] for c in cells}))
     assets = dict(zip(names, assets_by_name(tasks_dir, names), strict=True))
@@ -147,8 +145,6 @@ def batch_outcomes(
     systemic failure (not a whole batch's: a streak of them trips the breaker) and a launch
     that keeps failing still ends in the breaker.
     """
-    from bench_assets.driver.runqueue import Finished, run_failure
-
     if not batches:
         return [], []
     runs = instance.get_runs(dg.RunsFilter(tags={CELL_BATCH_TAG: list(batches)}))

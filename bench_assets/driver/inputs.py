@@ -22,6 +22,7 @@ from bench_assets.defs.resources import (
     latest_metadata_by_partition,
 )
 from bench_assets.driver.instance import StepFailed, materialize
+from bench_assets.driver.runs import Job
 from bench_assets.inputs.input_state import INPUT_ASSETS
 from bench_assets.tasks.catalog import Benchmark
 
@@ -167,7 +168,6 @@ def input_jobs(stale: list[str], *, tags: dict[str, str], batched: bool, slots: 
     """The runs that build ``stale`` tasks' inputs: ``input_batch`` runs of bounded batches
     (:func:`bench_assets.inputs.input_state.batches` over the ``graph_build`` pool's ``slots``), or
     one asset run per task when ``batched`` is false (see :func:`run_pool_granularity`)."""
-    from bench_assets.driver.runqueue import Job
     from bench_assets.inputs.input_state import batches
 
     if not batched:

@@ -17,17 +17,15 @@ and debugging (``wfbench evolve --in-process``): same assets, same records, no q
 Both answer :meth:`submit` with a run id and :meth:`poll` with the jobs that finished since the
 last call, so the generation loop (:mod:`bench_assets.driver.evolve`) does not know which it has.
 
-Why one file over 500 lines: the two executors are one interface, and :class:`QueueExecutor`'s
-submit, poll, cancel and daemon handling share one set of failure rules (a launch that fails, a
-run that dies, a daemon that stops heartbeating) that read as a whole; the helpers at the end
-(a run's failure, a named job, the asset list) are the few lines its callers share with it.
+What a job is and how one ended (:class:`~bench_assets.driver.runs.Job`,
+:class:`~bench_assets.driver.runs.Finished`) are :mod:`bench_assets.driver.runs`', below both
+executors and the batch modules they run (:mod:`~bench_assets.driver.cellbatch`,
+:mod:`~bench_assets.driver.inputs`), so no import runs back from those to this module.
 """
 
 import os
 import sys
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -38,7 +36,12 @@ import yaml
 from bench_assets.driver import services
 from bench_assets.driver.cellbatch import batch_job, batch_outcomes
 from bench_assets.driver.instance import StepFailed, materialize
-from bench_assets.kernel.errors import error_class
+
+# Finished and Job are imported under their own names so that they stay this module's too:
+# driver/paying.py reads them here with the Executor they go with.
+from bench_assets.driver.runs import Finished as Finished
+from bench_assets.driver.runs import Job as Job
+from bench_assets.driver.runs import assets_by_name, run_failure
 from bench_assets.kernel.fsutil import atomic_write_text
 from bench_assets.sandbox import process as sandbox
 
@@ -54,33 +57,6 @@ HEARTBEAT_FRESH_S = 75.0
 """A daemon's heartbeat (every 30 s) older than this means no daemon is dequeuing."""
 DAEMON_RECHECK_S = 30.0
 POLL_INTERVAL_S = 0.5
-
-
-@dataclass(frozen=True)
-class Job:
-    """One materialization: assets of one partitioning, one partition, its config and tags."""
-
-    assets: tuple[str, ...]
-    partition: str | None
-    op_config: Mapping[str, Any] = field(default_factory=dict)
-    tags: Mapping[str, str] = field(default_factory=dict)
-    label: str = ""
-    job: str | None = None
-    """A job of the code location to run instead of the asset job (``assets`` then empty)."""
-    cells: tuple["Job", ...] = ()
-    """For a ``cell_batch`` run: the cell jobs it pays, each answered by :meth:`Executor.poll`
-    on its own (:mod:`bench_assets.driver.cellbatch`); the batch itself is never answered."""
-
-
-@dataclass(frozen=True)
-class Finished:
-    """A job that ended: its run, whether it succeeded, and why not."""
-
-    job: Job
-    run_id: str
-    ok: bool
-    failure: StepFailed | None = None
-    canceled: bool = False
 
 
 class Executor(Protocol):
@@ -480,24 +456,6 @@ class QueueExecutor:
         return ids
 
 
-def run_failure(instance: dg.DagsterInstance, run_id: str) -> StepFailed:
-    """A failed run's step error: the wfbench error in its cause chain, else the innermost."""
-    for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):
-        for rec in instance.get_records_for_run(run_id, of_type=kind).records:
-            ev = rec.event_log_entry.dagster_event
-            err = getattr(ev.event_specific_data, "error", None) if ev else None
-            chain = []
-            while err is not None:
-                chain.append(err)
-                err = err.cause
-            if chain:
-                ours = [c for c in chain if c.cls_name and error_class(c.cls_name) is not None]
-                chosen = ours[0] if ours else chain[-1]
-                step = (ev.step_key if ev else None) or run_id
-                return StepFailed(step, chosen.cls_name or "Error", chosen.message.strip())
-    return StepFailed(run_id, "RunFailure", f"run {run_id} failed without a step error")
-
-
 def run_named_job(instance: dg.DagsterInstance, job: Job, resources: dict[str, Any]) -> None:
     """Execute a (non-asset) job of the code location in this process; raise like
     :func:`~bench_assets.driver.instance.materialize` on a failed step."""
@@ -517,26 +475,3 @@ def run_named_job(instance: dg.DagsterInstance, job: Job, resources: dict[str, A
             raise_on_error=False,
         )
     _run(result)
-
-
-def assets_by_name(tasks_dir: str, names: tuple[str, ...]) -> list[Any]:
-    """The asset definitions named (cell assets built with the cell keys of ``tasks_dir``)."""
-    from bench_assets.defs import decision, inputs
-    from bench_assets.defs.cells import bench_cell_keys, build_cell_assets, candidate_overlay
-
-    known: dict[str, Any] = {
-        a.key.to_user_string(): a
-        for a in (
-            inputs.incumbent_skills,
-            inputs.task_bindings,
-            inputs.oracle_snapshots,
-            inputs.sanitized_graphs,
-            inputs.task_environments,
-            candidate_overlay,
-            decision.aggregates,
-            decision.promotion_decision,
-            decision.benchmark_report,
-            *build_cell_assets(*bench_cell_keys(tasks_dir, top_ups=True)),
-        )
-    }
-    return [known[n] for n in names]

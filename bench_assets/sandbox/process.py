@@ -547,7 +547,7 @@ def preflight() -> None:
             "podman `--security-opt seccomp=unconfined --security-opt apparmor=unconfined "
             "--security-opt systempaths=unconfined` (through the Engine API: HostConfig."
             "MaskedPaths=[] and ReadonlyPaths=[], which "
-            "bench_assets.driver.docker_launcher.WfbenchDockerRunLauncher sends for "
+            "bench_assets.docker_launcher.WfbenchDockerRunLauncher sends for "
             "systempaths=unconfined); on Kubernetes `hostUsers: false` with securityContext "
             "`procMount: Unmasked` and Unconfined seccomp and AppArmor profiles "
             "(deploy/README.md). To try the other bwrap "

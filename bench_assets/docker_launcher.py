@@ -19,12 +19,15 @@ option raw and does *not* unmask for empty lists, so against podman (``GET /vers
 Configure it with::
 
     run_launcher:
-      module: bench_assets.driver.docker_launcher
+      module: bench_assets.docker_launcher
       class: WfbenchDockerRunLauncher
       config: {...the DockerRunLauncher config...}
 
 This module imports ``dagster_docker`` (``deploy/requirements-docker.txt``); nothing else in
-wfbench imports this module, so machines without the integration never load it.
+wfbench imports this module, so machines without the integration never load it. It stands at the
+package's top, beside ``definitions.py``: both are what Dagster loads by module name from its
+configuration (the code location; the instance's run launcher). It is not the driver's (code that
+drives Dagster from outside) nor ``defs/``'s (the code location loads every module there).
 """
 
 from collections.abc import Callable

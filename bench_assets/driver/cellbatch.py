@@ -162,6 +162,7 @@ def pay_batch(
             )
             jobs[name] = defs.resolve_job_def(EPHEMERAL_JOB)
         label = f"{c['task']} {c['cell']}"
+        progress(f"{where} {label}")
         config = {"force": c["force"], "generation": c["generation"]}
         if c["adopt_record_id"]:
             config["adopt_record_id"] = c["adopt_record_id"]
@@ -176,13 +177,12 @@ def pay_batch(
                     raise_on_error=False,
                 )
         except DagsterRunAlreadyExists:
-            progress(f"{where} {label}: claimed by another batch")
+            progress(f"{label}: claimed by another batch")
             return False
         try:
             _run(result)
-            progress(f"{where} {label}: paid")
         except StepFailed as e:
-            progress(f"{where} {label}: {e}")
+            progress(f"{label}: {e}")
             failed.append(label)
         return True
 

@@ -110,6 +110,10 @@ def measure(gen: Generation, sessions: int) -> dict[str, Any]:
     sessions_s = [float(r["agent_duration_s"]) for r in records if r.get("agent_duration_s")]
     n = len(cells)
     ideal = work / sessions
+    # Slot time lost at the phase's ends: the W first cell starts after the phase began (slots
+    # not yet busy) and the W last cell ends before it ended (slots idle at the tail).
+    head = sum(r.start - phase_start for r in cells[:sessions])
+    tail = sum(phase_end - e for e in sorted(r.end for r in cells)[-sessions:])
     return {
         "cells": n,
         "records": len(records),
@@ -125,6 +129,8 @@ def measure(gen: Generation, sessions: int) -> dict[str, Any]:
             "in_run_overhead_s": (run_sum - work) / n,
             "between_runs_s": (sessions * phase - run_sum) / n,
             "total_overhead_s": (sessions * phase - work) / n,
+            "head_idle_s": head / n,
+            "tail_idle_s": tail / n,
         },
     }
 
@@ -193,6 +199,26 @@ def stages(env: Env, generation: str, records: list[dict[str, Any]]) -> dict[str
         if c["batch"] is not None:
             in_batch.setdefault(c["batch"], []).append(c)
     react, boot, step, to_agent, overhead = [], [], [], [], []
+    b_react, b_boot, b_op, b_first, b_gap, b_end = [], [], [], [], [], []
+    for bid, kids in in_batch.items():
+        batch = holders.get(bid, {})
+        kids = sorted(kids, key=lambda x: x.get(E.RUN_START, 0.0))
+        if not all(k in batch for k in STAGES if k != E.ASSET_MATERIALIZATION):
+            continue
+        if not all(E.RUN_START in k and E.ASSET_MATERIALIZATION in k for k in kids):
+            continue
+        starts = [k[E.ASSET_MATERIALIZATION] - float(k["record"]["duration_s"]) for k in kids]
+        b_react.append(batch[E.RUN_STARTING] - freed_at(batch))
+        b_boot.append(batch[E.RUN_START] - batch[E.RUN_STARTING])
+        b_op.append(kids[0][E.RUN_START] - batch[E.RUN_START])
+        b_first.append(starts[0] - kids[0][E.RUN_START])
+        b_gap += [
+            s - k[E.RUN_SUCCESS]
+            for k, s in zip(kids[:-1], starts[1:], strict=True)
+            if E.RUN_SUCCESS in k
+        ]
+        if E.RUN_SUCCESS in kids[-1]:
+            b_end.append(batch[E.RUN_SUCCESS] - kids[-1][E.RUN_SUCCESS])
     for c in cells:
         if E.RUN_START not in c or E.ASSET_MATERIALIZATION not in c or E.RUN_SUCCESS not in c:
             continue
@@ -228,12 +254,26 @@ def stages(env: Env, generation: str, records: list[dict[str, Any]]) -> dict[str
         overhead.append(end - freed - work)
     if not overhead:
         return {}
+
+    def med(xs: list[float]) -> float | None:
+        return statistics.median(xs) if xs else None
+
     return {
         "slot_free_to_launched_s": statistics.median(react),
         "launched_to_started_s": statistics.median(boot),
         "started_to_cell_s": statistics.median(step),
         "slot_free_to_agent_s": statistics.median(to_agent),
         "orchestration_overhead_s": statistics.median(overhead),
+        "launches": sum(1 for h in holders.values() if E.RUN_STARTING in h),
+        "batches": len(in_batch),
+        "batch": {
+            "slot_free_to_launched_s": med(b_react),
+            "launched_to_started_s": med(b_boot),
+            "started_to_first_cell_run_s": med(b_op),
+            "first_cell_run_to_cell_s": med(b_first),
+            "cell_end_to_next_cell_s": med(b_gap),
+            "last_cell_end_to_batch_end_s": med(b_end),
+        },
     }
 
 
@@ -276,6 +316,13 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
     row("overhead inside the run (mean)", pc["in_run_overhead_s"], pc["in_run_overhead_s"] / work)
     row("slot idle between runs (mean)", pc["between_runs_s"], pc["between_runs_s"] / work)
     row("total Dagster cost per cell (mean)", pc["total_overhead_s"], pc["total_overhead_s"] / work)
+    if "head_idle_s" in pc:
+        row(
+            "  of which: slots not yet busy at the start",
+            pc["head_idle_s"],
+            pc["head_idle_s"] / work,
+        )
+        row("  of which: slots idle at the tail", pc["tail_idle_s"], pc["tail_idle_s"] / work)
     if m.get("stages"):
         print()
         print(f"| {'between runs, by stage (median)':<46} | {'seconds':>9} | {'':>7} |")
@@ -288,48 +335,111 @@ def print_report(m: dict[str, Any], sleep_s: float) -> None:
             ("orchestration_overhead_s", "orchestration overhead per cell (slot − work)"),
         ):
             row(label, m["stages"].get(key))
+        batch = m["stages"].get("batch") or {}
+        if m["stages"].get("batches"):
+            print()
+            title = f"a batch's run, by stage (median of {m['stages']['batches']})"
+            print(f"| {title:<46} | {'seconds':>9} | {'':>7} |")
+            print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 7}:|")
+            for key, label in (
+                ("slot_free_to_launched_s", "slot free → daemon launches the batch"),
+                ("launched_to_started_s", "launched → batch run started (process, code)"),
+                ("started_to_first_cell_run_s", "batch started → first cell's run starts"),
+                ("first_cell_run_to_cell_s", "first cell's run starts → cell starts"),
+                ("cell_end_to_next_cell_s", "a cell's run ends → the next cell starts"),
+                ("last_cell_end_to_batch_end_s", "last cell's run ends → batch run ends"),
+            ):
+                row(label, batch.get(key))
+        print(f"\nslot-holding runs launched: {m['stages'].get('launches')}")
 
 
-def _baseline(args: argparse.Namespace) -> dict[str, Any]:
-    """This script's measurement of ``--baseline``'s tree, in its own process and virtualenv."""
-    tree = args.baseline.resolve()
+def _baseline(args: argparse.Namespace, tree: Path) -> dict[str, Any]:
+    """This script's measurement of another tree, in its own process and virtualenv."""
+    tree = tree.resolve()
     argv = [str(tree / ".venv" / "bin" / "python"), str(Path(__file__).resolve()), "--json"]
     argv += ["--sleep", str(args.sleep), "--tasks", str(args.tasks), "--runs", str(args.runs)]
     argv += ["--sessions", str(args.sessions)]
-    _log(f"measuring the baseline tree {tree} first")
+    _log(f"measuring the tree {tree}")
     env = {**os.environ, TREE_ENV: str(tree), "PYTHONPATH": str(tree)}
     proc = subprocess.run(argv, cwd=tree, env=env, stdout=subprocess.PIPE, check=False)
     if proc.returncode:
-        raise SystemExit(f"run_path: the baseline measurement failed (exit {proc.returncode})")
+        raise SystemExit(f"run_path: the measurement of {tree} failed (exit {proc.returncode})")
     out: dict[str, Any] = json.loads(proc.stdout)
     return out
 
 
-def print_comparison(before: dict[str, Any], after: dict[str, Any]) -> None:
-    """The per-cell medians of both trees side by side, and the target."""
+def _wall_rows(m: dict[str, Any]) -> dict[str, float | None]:
+    """The wall-clock measures of one tree: what a generation's real clock pays."""
+    pc = m["per_cell"]
+    return {
+        "phase_over_ideal": m["phase_over_ideal"],
+        "total_overhead_s": pc["total_overhead_s"],
+        "head_idle_s": pc.get("head_idle_s"),
+        "tail_idle_s": pc.get("tail_idle_s"),
+        "generation_wall_s": m["generation_wall_s"],
+        "launches": m["stages"].get("launches"),
+    }
+
+
+def print_comparison(trees: list[tuple[str, dict[str, Any]]]) -> None:
+    """Each tree's per-cell medians and wall-clock measures side by side (the last is this
+    tree), the target, and which measures this tree improved against every other tree."""
+    names = [n for n, _ in trees]
+    width = max(9, *(len(n) for n in names))
+    head = " | ".join(f"{n:>{width}}" for n in names)
+    rule = " | ".join("-" * (width - 1) + ":" for _ in names)
     print()
-    print(f"| {'per cell, median (s)':<46} | {'baseline':>9} | {'this':>9} | {'ratio':>7} |")
-    print(f"| {'-' * 46} | {'-' * 9}:| {'-' * 9}:| {'-' * 7}:|")
+    print(f"| {'per cell (s), median unless said':<46} | {head} |")
+    print(f"| {'-' * 46} | {rule} |")
+
+    def line(label: str, values: list[Any], fmt: str) -> None:
+        cells = " | ".join(
+            f"{'—':>{width}}" if v is None else f"{format(v, fmt):>{width}}" for v in values
+        )
+        print(f"| {label:<46} | {cells} |")
+
     for key, label in (
         ("slot_free_to_launched_s", "slot free → daemon launches the run"),
         ("launched_to_started_s", "launched → run worker started"),
         ("started_to_cell_s", "run started → cell starts"),
         ("slot_free_to_agent_s", "slot free → agent process starts"),
-        ("orchestration_overhead_s", "orchestration overhead per cell"),
+        ("orchestration_overhead_s", "orchestration overhead per cell (median)"),
     ):
-        b, a = before["stages"].get(key), after["stages"].get(key)
-        ratio = f"{b / a:6.2f}x" if a and b is not None else "—"
-        print(f"| {label:<46} | {b:9.2f} | {a:9.2f} | {ratio:>7} |")
-    b, a = before["per_cell"]["total_overhead_s"], after["per_cell"]["total_overhead_s"]
-    label = "slot time not the cell's work, mean (launches)"
-    print(f"| {label:<46} | {b:9.2f} | {a:9.2f} | {b / a if a else 0:6.2f}x |")
-    over = after["stages"].get("orchestration_overhead_s")
-    la = after.get("load_average", {})
+        line(label, [m["stages"].get(key) for _, m in trees], ".2f")
+    walls = [_wall_rows(m) for _, m in trees]
+    print(f"| {'**wall clock**':<46} | {' | '.join(' ' * width for _ in names)} |")
+    for key, label, fmt in (
+        ("phase_over_ideal", "cell phase wall / ideal", ".3f"),
+        ("total_overhead_s", "slot time not a cell's work, mean per cell", ".2f"),
+        ("head_idle_s", "  of which: slots not yet busy at the start", ".2f"),
+        ("tail_idle_s", "  of which: slots idle at the tail", ".2f"),
+        ("launches", "slot-holding runs launched", "d"),
+        ("generation_wall_s", "whole generation (s)", ".1f"),
+    ):
+        line(label, [w[key] for w in walls], fmt)
+    line("1-minute load average (after)", [m["load_average"]["after"] for _, m in trees], ".1f")
+    this, others = walls[-1], walls[:-1]
+    over = trees[-1][1]["stages"].get("orchestration_overhead_s")
+    la = trees[-1][1].get("load_average", {})
     print(
         f"\ntarget: median orchestration overhead <= {TARGET_OVERHEAD_S} s on a quiet machine: "
         f"{over:.2f} s here at a 1-minute load average of {la.get('after', 0):.1f} on "
         f"{la.get('cpus')} CPUs ({'met' if over <= TARGET_OVERHEAD_S else 'not met'})"
     )
+    for key, label in (
+        ("phase_over_ideal", "cell phase wall / ideal"),
+        ("total_overhead_s", "mean slot time not a cell's work"),
+    ):
+        mine = float(this[key] or 0.0)
+        theirs = [(n, float(w[key] or 0.0)) for (n, _), w in zip(trees[:-1], others, strict=True)]
+        better = [n for n, v in theirs if mine < v]
+        worse = [n for n, v in theirs if mine >= v]
+        verdict = (
+            f"improved on {', '.join(better)}"
+            if not worse
+            else f"NOT improved on {', '.join(worse)}"
+        )
+        print(f"{label}: {mine:.3f} here; {verdict}")
 
 
 def main() -> None:
@@ -343,12 +453,13 @@ def main() -> None:
     ap.add_argument(
         "--baseline",
         type=Path,
-        default=None,
-        help="another worktree (with its .venv), e.g. main's HEAD: measured first, the same way, "
-        "and printed side by side",
+        action="append",
+        default=[],
+        help="another worktree (with its .venv), e.g. main's HEAD; may be given more than once: "
+        "each is measured first, the same way, one after another, and printed side by side",
     )
     args = ap.parse_args()
-    before = _baseline(args) if args.baseline is not None else None
+    before = [(str(tree), _baseline(args, tree)) for tree in args.baseline]
 
     os.environ.pop("WFBENCH_IN_PROCESS", None)  # the run path is what is measured
     scratch = args.workdir or Path(tempfile.mkdtemp(prefix="wfbench-runpath-"))
@@ -369,15 +480,17 @@ def main() -> None:
     m["stages"] = stages(env, gen.result.generation, gen.records)
     m["load_average"] = {"before": load_before, "after": os.getloadavg()[0], "cpus": os.cpu_count()}
     if args.json:
-        print(json.dumps(m if before is None else {"baseline": before, "this": m}, indent=2))
+        print(json.dumps(m if not before else {"baselines": dict(before), "this": m}, indent=2))
     else:
-        if before is not None:
-            print(f"## baseline ({args.baseline})")
-            print_report(before, args.sleep)
-            print(f"\n## this tree ({REPO})")
+        for name, b in before:
+            print(f"## baseline ({name})")
+            print_report(b, args.sleep)
+            print()
+        if before:
+            print(f"## this tree ({REPO})")
         print_report(m, args.sleep)
-        if before is not None:
-            print_comparison(before, m)
+        if before:
+            print_comparison([*before, (str(REPO), m)])
     if args.workdir is None:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -392,9 +392,13 @@ def _secret_names(b: Any) -> list[str]:
 
 
 def build_cell_assets(
-    comparator_keys: list[str], candidate_keys: list[str]
+    comparator_keys: list[str], candidate_keys: list[str], *, pool: str | None = "agent_sessions"
 ) -> list[dg.AssetsDefinition]:
-    """The two cell assets for the given cell keys (bench.yaml arms × runs)."""
+    """The two cell assets for the given cell keys (bench.yaml arms × runs).
+
+    ``pool``: the concurrency pool a cell's op is in; ``None`` only for a cell paid inside a
+    ``cell_batch`` run, which holds the ``agent_sessions`` slot for it
+    (:mod:`bench_assets.driver.cellbatch`)."""
     task_dep = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="task")
     deps = [
         dg.AssetDep(task_bindings, partition_mapping=task_dep),
@@ -417,7 +421,7 @@ def build_cell_assets(
         owners=OWNERS,
         kinds={"python", "git"},
         code_version=CELL_CODE_VERSION,
-        pool="agent_sessions",
+        pool=pool,
         description=(
             "One cell (task × <arm>.r<k>) of a comparator arm (incumbent, baseline): the agent "
             "session in a sandboxed worktree, graded by the visible verify command and the hidden "
@@ -437,7 +441,7 @@ def build_cell_assets(
         owners=OWNERS,
         kinds={"python", "git"},
         code_version=CELL_CODE_VERSION,
-        pool="agent_sessions",
+        pool=pool,
         description=(
             "One cell of a candidate arm (incumbent skills + this generation's overlay), graded "
             "like comparator cells. A new overlay makes only these cells stale."

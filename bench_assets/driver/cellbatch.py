@@ -16,25 +16,44 @@ op drives Dagster: the code location ``bench_assets/definitions.py`` loads it); 
 :func:`batch_outcomes` turns the batch's per-cell runs into one
 :class:`~bench_assets.driver.runs.Finished` per cell as each ends, so the generation loop sees
 cells, not batches.
+
+**A free slot takes the next unpaid cell** (work-stealing): each cell of a batch carries a claim,
+a fresh run id, and its in-process run is created with that id, so creating the run is the claim
+(the run storage refuses a second run with the same id, in sqlite and PostgreSQL alike). A batch
+pays its own cells in order, skipping any another batch claimed; when it has paid at least one,
+it goes on with the unclaimed cells of the generation's other active batches (:func:`stealable`:
+queued batches first, oldest first, then running batches' cells from their last), so no slot
+idles while cells remain, and a queued batch whose cells were all taken is canceled by the driver
+before it costs a launch. The driver answers each cell from the run its claim names, whichever
+batch ran it; a cell it must decide without a run (its batch died or was canceled before anyone
+claimed it) is first claimed by the driver itself with a canceled placeholder run
+(:func:`void_claim`), so no batch can start it after the driver gave up on it.
 """
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import dagster as dg
+from dagster._core.errors import DagsterRunAlreadyExists
 
 from bench_assets.defs.resources import BenchResource
 from bench_assets.driver.instance import StepFailed
-from bench_assets.driver.runs import Finished, Job, assets_by_name, run_failure
+from bench_assets.driver.runs import Finished, Job, run_failure
 
 CELL_BATCH_JOB = "cell_batch"
 CELL_BATCH_TAG = "wfbench/cell_batch"
 """Tag of each per-cell run a ``cell_batch`` run starts: the batch run's id."""
+CLAIM_VOID_TAG = "wfbench/cell_claim_void"
+"""Tag of a canceled placeholder run the driver created to take back a cell's claim: the id of
+the batch the cell was in (:func:`void_claim`)."""
+STEAL_SCOPE_TAG = "wfbench/generation"
+"""Batches sharing this tag's value (a generation) take each other's unclaimed cells."""
 
 MAX_CELL_BATCH = 6
-"""Cells per ``cell_batch`` run at most: a batch pays one run start-up, but its cells run one
-after another in one slot, so batches stay small enough that the last one does not leave the
-other slots idle long."""
+"""Cells per ``cell_batch`` run at most: a batch pays one run start-up, and its cells run one
+after another in one slot; a batch that runs long does not hold the others' cells back (free
+slots take its unclaimed cells), but a batch still pays only the cells it is given or takes."""
 
 TASK_TAG = "dagster/partition/task"
 CELL_TAG = "dagster/partition/cell"
@@ -67,6 +86,7 @@ def batch_job(cells: Sequence[Any]) -> Any:
                 "generation": str(cfg.get("generation", "")),
                 "adopt_record_id": str(cfg.get("adopt_record_id", "")),
                 "tags": dict(job.tags),
+                "claim": str(uuid.uuid4()),
             }
         )
     shared = {
@@ -86,6 +106,28 @@ def batch_job(cells: Sequence[Any]) -> Any:
     )
 
 
+def cell_assets_in_batch(tasks_dir: str) -> dict[str, Any]:
+    """The cell assets a batch materializes, by name, with no concurrency pool: the batch run
+    holds the cell's ``agent_sessions`` slot. With ``pools.granularity: run`` the run queue counts
+    every active run whose plan names a pool, in-process runs included, so a cell run in the pool
+    made each running batch count twice and kept a freed slot idle until some other run ended
+    (issue 24: the cell phase at 1.19-1.65x its ideal with batches)."""
+    from bench_assets.defs.cells import bench_cell_keys, build_cell_assets
+
+    keys = bench_cell_keys(tasks_dir, top_ups=True)
+    return {a.key.to_user_string(): a for a in build_cell_assets(*keys, pool=None)}
+
+
+def claims(batch: Any) -> list[tuple[str, Any]]:
+    """A ``cell_batch`` job's cell jobs, each with its claim (the run id its cell run gets)."""
+    entries = batch.op_config[pay_cells.name]["cells"]
+    return [(str(e.get("claim") or ""), j) for e, j in zip(entries, batch.cells, strict=True)]
+
+
+EPHEMERAL_JOB = "__ephemeral_asset_job__"
+"""The job name of a cell's in-process run (the one ``dg.materialize`` gives)."""
+
+
 def pay_batch(
     instance: dg.DagsterInstance,
     cells: list[dict[str, Any]],
@@ -94,111 +136,255 @@ def pay_batch(
     artifact_root: str,
     batch_run_id: str,
     progress: Callable[[str], None],
+    steal: Callable[[], list[dict[str, Any]]] | None = None,
 ) -> list[str]:
-    """Materialize each cell of a batch, an in-process run each, in order; returns the cells
-    (``task cell``) whose run failed. An interrupt (the batch canceled) propagates."""
-    from bench_assets.driver.instance import materialize
+    """Materialize each cell of a batch, an in-process run each whose run id is the cell's claim,
+    in order, skipping a cell another batch claimed first; then, when this batch paid at least one
+    of its own and ``steal`` is given, the unclaimed cells ``steal`` returns, one at a time, until
+    it returns none. Returns the cells (``task cell``) whose run failed. An interrupt (the batch
+    canceled) propagates."""
+    from bench_assets.driver.instance import QUIET, _interrupts_kept, _run
 
-    names = tuple(sorted({c["asset"] for c in cells}))
-    assets = dict(zip(names, assets_by_name(tasks_dir, names), strict=True))
+    assets = cell_assets_in_batch(tasks_dir)
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
-    failed = []
-    for i, c in enumerate(cells, 1):
+    jobs: dict[str, Any] = {}  # one asset job per cell asset, built once per batch
+    failed: list[str] = []
+
+    def pay(c: dict[str, Any], where: str) -> bool:
+        """Claim and pay one cell; False when another batch claimed it first."""
+        name = c["asset"]
+        if name not in jobs:
+            defs = dg.Definitions(
+                jobs=[dg.define_asset_job(EPHEMERAL_JOB)],
+                assets=[assets[name]],
+                resources=resources,
+            )
+            jobs[name] = defs.resolve_job_def(EPHEMERAL_JOB)
         label = f"{c['task']} {c['cell']}"
-        progress(f"[{i}/{len(cells)}] {label}")
+        progress(f"{where} {label}")
         config = {"force": c["force"], "generation": c["generation"]}
         if c["adopt_record_id"]:
             config["adopt_record_id"] = c["adopt_record_id"]
         try:
-            materialize(
-                instance,
-                [assets[c["asset"]]],
-                resources,
-                partition_key=str(dg.MultiPartitionKey({"task": c["task"], "cell": c["cell"]})),
-                op_config={c["asset"]: config},
-                tags={**c["tags"], CELL_BATCH_TAG: batch_run_id},
-            )
+            with _interrupts_kept():
+                result = jobs[name].execute_in_process(
+                    run_config={**QUIET, "ops": {name: {"config": config}}},
+                    instance=instance,
+                    partition_key=str(dg.MultiPartitionKey({"task": c["task"], "cell": c["cell"]})),
+                    tags={**c["tags"], CELL_BATCH_TAG: batch_run_id},
+                    run_id=c.get("claim") or None,
+                    raise_on_error=False,
+                )
+        except DagsterRunAlreadyExists:
+            progress(f"{label}: claimed by another batch")
+            return False
+        try:
+            _run(result)
         except StepFailed as e:
             progress(f"{label}: {e}")
             failed.append(label)
+        return True
+
+    own = [pay(c, f"[{i}/{len(cells)}]") for i, c in enumerate(cells, 1)]
+    if any(own) and steal is not None:
+        # A batch none of whose cells was left for it was launched after the others took them
+        # (or the driver is canceling it): it ends rather than start another's cell.
+        while candidates := steal():
+            if not any(pay(c, "[taken]") for c in candidates):
+                continue  # every candidate was claimed meanwhile: look again
     return failed
+
+
+STEAL_LOOKAHEAD = 8
+"""Queued batches a free slot looks at for an unclaimed cell (oldest first)."""
+
+
+def stealable(instance: dg.DagsterInstance, run: dg.DagsterRun) -> list[dict[str, Any]]:
+    """The unclaimed cells a batch that paid its own may take, in the order a free slot should
+    take them: those of the generation's queued batches, oldest batch first and each in its order
+    (the queue would run them next), then those of its running batches from their last (their
+    own run reaches those last). Only batches with the same :data:`STEAL_SCOPE_TAG` value and the
+    same resource config (tasks folder, artifact root) as ``run``."""
+    scope = run.tags.get(STEAL_SCOPE_TAG)
+    if not scope:
+        return []
+    S = dg.DagsterRunStatus
+
+    def batches(statuses: list[dg.DagsterRunStatus], limit: int | None) -> list[dg.DagsterRun]:
+        found = instance.get_runs(
+            dg.RunsFilter(
+                job_name=CELL_BATCH_JOB, statuses=statuses, tags={STEAL_SCOPE_TAG: scope}
+            ),
+            limit=limit,
+            ascending=True,
+        )
+        mine = run.run_config.get("resources")
+        return [
+            r for r in found if r.run_id != run.run_id and r.run_config.get("resources") == mine
+        ]
+
+    def entries(r: dg.DagsterRun) -> list[dict[str, Any]]:
+        config: Any = r.run_config
+        ops = config.get("ops") or {}
+        cells: list[dict[str, Any]] = (
+            (ops.get(pay_cells.name) or {}).get("config", {}).get("cells", [])
+        )
+        return [e for e in cells if e.get("claim")]
+
+    order = [e for r in batches([S.QUEUED], STEAL_LOOKAHEAD) for e in entries(r)]
+    order += [e for r in batches([S.STARTING, S.STARTED], None) for e in reversed(entries(r))]
+    if not order:
+        return []
+    claimed = {
+        r.run_id for r in instance.get_runs(dg.RunsFilter(run_ids=[e["claim"] for e in order]))
+    }
+    return [e for e in order if e["claim"] not in claimed]
+
+
+def void_claim(instance: dg.DagsterInstance, claim: str, batch_id: str) -> bool:
+    """Take back an unclaimed cell's claim before the driver answers it without a run (its batch
+    ended before anyone started it): a canceled placeholder run with the claim as its id, so no
+    batch that read the claim earlier can still start the cell. False when a batch claimed it
+    first (its own run then answers for the cell)."""
+    try:
+        instance.add_run(
+            dg.DagsterRun(
+                job_name=CELL_BATCH_JOB,
+                run_id=claim,
+                status=dg.DagsterRunStatus.CANCELED,
+                tags={CLAIM_VOID_TAG: batch_id},
+            )
+        )
+    except DagsterRunAlreadyExists:
+        return False
+    return True
 
 
 def batch_outcomes(
     instance: dg.DagsterInstance,
     batches: dict[str, Any],
     reported: dict[str, set[str]],
-    ended: dict[str, Any],
-) -> tuple[list[Any], list[Any]]:
-    """The cells of running or ended ``cell_batch`` runs whose own run ended since last asked,
-    and the cells to submit again.
+    runs: dict[str, dg.DagsterRun],
+) -> tuple[list[Any], list[Any], list[str]]:
+    """The cells of ``cell_batch`` runs whose own run ended since last asked, the cells to submit
+    again, and the batches every cell of which is answered now that they ended.
 
-    ``batches``: batch run id -> its job (``Job.cells``); ``reported``: per batch, the cells
-    (labels) already answered (updated here); ``ended``: the batch runs that ended, by id — every
-    cell of those is answered now: from its own run when it ended, else as canceled (the batch
-    was) or as an infra failure of the batch (the batch died before the cell's run ended; a
-    cell run left unfinished is marked failed, its process is gone). A cell whose run never
-    started is not answered but returned to be submitted again: it paid nothing, so it is
-    neither a retry nor a failure the outage breaker counts — except, in a batch that died
-    before starting any cell (e.g. its launch timed out), the first one: it is answered as
+    ``batches``: batch run id -> its job (``Job.cells``, claims in its config); ``reported``: per
+    batch, the cells (labels) already answered (updated here); ``runs``: the batch runs as they
+    are now, by id. A cell is answered from the run its claim names, whichever batch ran it; a
+    run left unfinished by the batch that ran it, which ended, is marked failed (its process is
+    gone) and answered as canceled (the batch was) or as an infra failure of that batch. A cell
+    whose batch ended before anyone claimed it: its claim is voided (:func:`void_claim`), then it
+    is answered as canceled (its batch was) or returned to be submitted again: it paid nothing,
+    so it is neither a retry nor a failure the outage breaker counts — except, in a batch that
+    died before starting any cell (e.g. its launch timed out), the first one: it is answered as
     failed, as its own run failing at launch would have been, so one failed launch is one
-    systemic failure (not a whole batch's: a streak of them trips the breaker) and a launch
-    that keeps failing still ends in the breaker.
+    systemic failure (not a whole batch's: a streak of them trips the breaker) and a launch that
+    keeps failing still ends in the breaker. A queued batch whose cells were all claimed by other
+    batches is canceled here, before it costs a launch.
     """
     if not batches:
-        return [], []
-    runs = instance.get_runs(dg.RunsFilter(tags={CELL_BATCH_TAG: list(batches)}))
-    by_cell = {
-        (r.tags[CELL_BATCH_TAG], r.tags.get(TASK_TAG), r.tags.get(CELL_TAG)): r for r in runs
+        return [], [], []
+    S = dg.DagsterRunStatus
+    open_cells = [
+        (bid, claim, job)
+        for bid, batch in batches.items()
+        for claim, job in claims(batch)
+        if job.label not in reported.setdefault(bid, set())
+    ]
+    ids = [claim for _, claim, _ in open_cells if claim]
+    cell_runs = {r.run_id: r for r in instance.get_runs(dg.RunsFilter(run_ids=ids))} if ids else {}
+    # The batches running the unfinished cell runs, as they are now (a batch not this driver's
+    # own is read from the instance).
+    executors = {
+        r.tags.get(CELL_BATCH_TAG, "") for r in cell_runs.values() if not r.is_finished
+    } - {""}
+    status = dict(runs)
+    missing = [x for x in executors if x not in status]
+    if missing:
+        status.update({r.run_id: r for r in instance.get_runs(dg.RunsFilter(run_ids=missing))})
+    ended = {bid: r for bid, r in status.items() if r.is_finished}
+    unclaimed_ended = {
+        bid for bid, claim, _ in open_cells if claim not in cell_runs and bid in ended
     }
-    started = {r.tags[CELL_BATCH_TAG] for r in runs}
+    started = (
+        {
+            r.tags[CELL_BATCH_TAG]
+            for r in instance.get_runs(dg.RunsFilter(tags={CELL_BATCH_TAG: list(unclaimed_ended)}))
+        }
+        if unclaimed_ended
+        else set()
+    )
     out: list[Any] = []
     again: list[Any] = []
-    for batch_id, batch in batches.items():
-        done = reported.setdefault(batch_id, set())
-        end = ended.get(batch_id)
-        for job in batch.cells:
-            if job.label in done:
-                continue
-            run = by_cell.get((batch_id, job.tags[TASK_TAG], job.tags[CELL_TAG]))
-            if run is not None and run.is_finished:
-                ok = run.status == dg.DagsterRunStatus.SUCCESS
-                canceled = run.status == dg.DagsterRunStatus.CANCELED
-                failure = None
-                if canceled:
-                    failure = StepFailed(run.run_id, "RunCanceled", "run canceled")
-                elif not ok:
-                    failure = run_failure(instance, run.run_id)
-                out.append(Finished(job, run.run_id, ok, failure, canceled=canceled))
-            elif (
-                end is not None
-                and run is None
-                and end.status != dg.DagsterRunStatus.CANCELED
-                and (batch_id in started or any(j.label in done for j in batch.cells))
-            ):
-                again.append(job)
-            elif end is not None:
-                if run is not None:
-                    instance.report_run_failed(
-                        run, f"wfbench: its cell_batch run {batch_id} ended before it did"
-                    )
-                if end.status == dg.DagsterRunStatus.CANCELED:
-                    failure = StepFailed(batch_id, "RunCanceled", "run canceled")
-                    out.append(Finished(job, batch_id, False, failure, canceled=True))
-                else:
-                    why = run_failure(instance, batch_id)
-                    failure = StepFailed(
-                        batch_id,
-                        why.cls_name,
-                        f"its cell_batch run {batch_id} ended before the cell did: {why.message}",
-                    )
-                    out.append(Finished(job, run.run_id if run else "", False, failure))
+    for bid, claim, job in open_cells:
+        done = reported[bid]
+        run = cell_runs.get(claim)
+        end = ended.get(bid)
+        if run is not None and run.is_finished:
+            ok = run.status == S.SUCCESS
+            canceled = run.status == S.CANCELED
+            failure = None
+            if canceled:
+                failure = StepFailed(run.run_id, "RunCanceled", "run canceled")
+            elif not ok:
+                failure = run_failure(instance, run.run_id)
+            out.append(Finished(job, run.run_id, ok, failure, canceled=canceled))
+        elif run is not None:
+            executor = run.tags.get(CELL_BATCH_TAG, "")
+            gone = ended.get(executor)
+            if gone is None:
+                continue  # still running in its batch
+            instance.report_run_failed(
+                run, f"wfbench: its cell_batch run {executor} ended before it did"
+            )
+            if gone.status == S.CANCELED:
+                failure = StepFailed(executor, "RunCanceled", "run canceled")
+                out.append(Finished(job, run.run_id, False, failure, canceled=True))
             else:
-                continue
-            done.add(job.label)
-    for batch_id in ended:
-        reported.pop(batch_id, None)
-    return out, again
+                why = run_failure(instance, executor)
+                failure = StepFailed(
+                    executor,
+                    why.cls_name,
+                    f"its cell_batch run {executor} ended before the cell did: {why.message}",
+                )
+                out.append(Finished(job, run.run_id, False, failure))
+        elif end is not None:
+            if claim and not void_claim(instance, claim, bid):
+                continue  # a batch claimed it just now: its run answers for it
+            if end.status == S.CANCELED:
+                failure = StepFailed(bid, "RunCanceled", "run canceled")
+                out.append(Finished(job, bid, False, failure, canceled=True))
+            elif bid in started or any(j.label in done for _, j in claims(batches[bid])):
+                again.append(job)
+            else:
+                why = run_failure(instance, bid)
+                failure = StepFailed(
+                    bid,
+                    why.cls_name,
+                    f"its cell_batch run {bid} ended before the cell did: {why.message}",
+                )
+                out.append(Finished(job, "", False, failure))
+        else:
+            continue
+        done.add(job.label)
+    # A queued batch with nothing left to pay: canceled while still queued (a launch that found
+    # its cells taken would only end; its cells are answered from their own runs).
+    for bid, batch in batches.items():
+        r = runs.get(bid)
+        if r is None or r.status != S.QUEUED:
+            continue
+        left = [c for c, j in claims(batch) if j.label not in reported[bid]]
+        if all(c in cell_runs for c in left):
+            now = instance.get_run_by_id(bid)
+            if now is not None and now.status == S.QUEUED:
+                instance.report_run_canceled(now, "wfbench: other batches took all of its cells")
+    closed = [
+        bid for bid in ended if bid in batches and len(reported[bid]) == len(batches[bid].cells)
+    ]
+    for bid in closed:
+        reported.pop(bid, None)
+    return out, again, closed
 
 
 class BatchCell(dg.Config):
@@ -212,6 +398,8 @@ class BatchCell(dg.Config):
     adopt_record_id: str = ""
     tags: dict[str, str] = {}
     """The cell run's own tags (generation, partition, sequential look)."""
+    claim: str = ""
+    """The run id of the cell's run: whichever batch creates it first pays the cell."""
 
 
 class CellBatchConfig(dg.Config):
@@ -242,6 +430,7 @@ def pay_cells(
         artifact_root=str(bench.artifacts().root),
         batch_run_id=context.run_id,
         progress=context.log.info,
+        steal=lambda: stealable(context.instance, context.run),
     )
     if failed:
         raise dg.Failure(

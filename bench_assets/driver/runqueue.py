@@ -409,15 +409,17 @@ class QueueExecutor:
             runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
             ended = [r for r in runs if r.is_finished]
             batches = {rid: j for rid, j in self._jobs.items() if j.cells}
-            out, again = batch_outcomes(
+            # A batch stays pending after it ended until each of its cells is answered: another
+            # batch may still be paying one it took (cellbatch module).
+            out, again, closed = batch_outcomes(
                 self.instance,
                 batches,
                 self._reported,
-                {r.run_id: r for r in ended if r.run_id in batches},
+                {r.run_id: r for r in runs if r.run_id in batches},
             )
             out += [self._finished(r) for r in ended if r.run_id not in batches]
-            for r in ended:
-                self._jobs.pop(r.run_id, None)
+            for run_id in [r.run_id for r in ended if r.run_id not in batches] + closed:
+                self._jobs.pop(run_id, None)
             if again:  # cells a dead batch never started: paid nothing, submitted again
                 self.submit(again[0] if len(again) == 1 else batch_job(again))
             if out:

@@ -30,6 +30,7 @@ from bench_assets.config.models import (
     TaskSpec,
 )
 from bench_assets.kernel.errors import Issue, UnknownTaskError, ValidationFailed
+from bench_assets.tasks import suite_cache
 from bench_assets.tasks.discovery import discover_tests
 
 BENCH_FILE = "bench.yaml"
@@ -259,10 +260,20 @@ def _check_task(c: _Collector, task: Task, config: BenchConfig | None) -> None:
                 if ".git" in dirnames:
                     c.add(task.file, "repo", "inline repo must not contain a .git folder")
                     dirnames.remove(".git")
-    elif not repo.is_dir():
-        c.add(task.file, "repo", f"repository path {spec.repo!r} does not exist ({repo})")
-    elif not (repo / ".git").exists() and not (repo / "HEAD").is_file():
-        c.add(task.file, "repo", f"repository path {spec.repo!r} is not a git repository")
+    else:
+        problem = external_repo_problem(task)
+        if problem is not None:
+            c.add(task.file, "repo", problem)
+
+
+def external_repo_problem(task: Task) -> str | None:
+    """Why a task's repository outside the suite (``repo:`` a path) is unusable, or None."""
+    repo = task.repo_dir
+    if not repo.is_dir():
+        return f"repository path {task.spec.repo!r} does not exist ({repo})"
+    if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
+        return f"repository path {task.spec.repo!r} is not a git repository"
+    return None
 
 
 def _check_worktree_paths(c: _Collector, task: Task) -> None:
@@ -451,8 +462,20 @@ def load_benchmark(root: Path, tasks: Collection[str] | None = None) -> Benchmar
 
     ``tasks`` limits reading and validation to bench.yaml, the candidates and those tasks (see
     :func:`collect_issues`): what a run of one task's assets needs, in time independent of N.
+    A suite this process validated already is served again only while the fingerprint of what
+    its validation read is unchanged and its outside repositories still pass
+    (:mod:`bench_assets.tasks.suite_cache`); treat the result as read-only.
     """
+    resolved = Path(root).resolve()
+    before = suite_cache.suite_fingerprint(resolved, tasks)
+    hit: Benchmark | None = suite_cache.cached(resolved, tasks, before)
+    if hit is not None and all(
+        external_repo_problem(t) is None for t in hit.tasks.values() if not t.spec.is_inline
+    ):
+        return hit
     issues, bench = collect_issues(root, tasks)
     if bench is None:
         raise ValidationFailed(issues)
+    if before is not None and suite_cache.suite_fingerprint(resolved, tasks) == before:
+        suite_cache.store(resolved, tasks, before, bench)
     return bench

@@ -15,6 +15,7 @@ apply's compare-and-swap digests) and the lineage of every evidence cell. The de
 writes it; ``explain``, ``report``, ``apply``, the proposer and the UI metadata read it.
 """
 
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -208,6 +209,7 @@ class AggregateSet(_Doc):
 AGGREGATE_SETS_KEPT = 2
 """Aggregate sets :func:`load_aggregate_set` keeps parsed per process."""
 _aggregate_sets: dict[str, tuple[tuple[int, int, int, int], AggregateSet]] = {}
+_aggregate_sets_lock = threading.Lock()
 
 
 def load_aggregate_set(path: Path) -> AggregateSet:
@@ -239,10 +241,11 @@ def load_aggregate_set(path: Path) -> AggregateSet:
         hint="materialize `aggregates` again",
     )
     if key is not None:
-        _aggregate_sets.pop(str(path), None)
-        while len(_aggregate_sets) >= AGGREGATE_SETS_KEPT:
-            _aggregate_sets.pop(next(iter(_aggregate_sets)))
-        _aggregate_sets[str(path)] = (key, aset)
+        with _aggregate_sets_lock:
+            _aggregate_sets.pop(str(path), None)
+            while len(_aggregate_sets) >= AGGREGATE_SETS_KEPT:
+                _aggregate_sets.pop(next(iter(_aggregate_sets)))
+            _aggregate_sets[str(path)] = (key, aset)
     return aset
 
 

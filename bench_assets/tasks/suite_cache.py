@@ -30,6 +30,7 @@ before.
 """
 
 import os
+import threading
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ CACHE_MAX = 4
 """Validated suites kept per process (a full load and a few partial ones)."""
 
 _cache: dict[tuple[str, tuple[str, ...] | None], tuple[str, Any]] = {}
+_lock = threading.Lock()  # a code server's threads (sensors, schedules) share the cache
 
 
 class _NotCacheable(Exception):
@@ -114,7 +116,8 @@ def cached(root: Path, tasks: Collection[str] | None, fingerprint: str | None) -
     """The suite validated under ``fingerprint`` in this process, if there is one."""
     if fingerprint is None:
         return None
-    hit = _cache.get(_key(root, tasks))
+    with _lock:
+        hit = _cache.get(_key(root, tasks))
     return hit[1] if hit is not None and hit[0] == fingerprint else None
 
 
@@ -123,15 +126,17 @@ def store(root: Path, tasks: Collection[str] | None, fingerprint: str | None, be
     if fingerprint is None:
         return
     key = _key(root, tasks)
-    _cache.pop(key, None)
-    while len(_cache) >= CACHE_MAX:
-        _cache.pop(next(iter(_cache)))
-    _cache[key] = (fingerprint, bench)
+    with _lock:
+        _cache.pop(key, None)
+        while len(_cache) >= CACHE_MAX:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = (fingerprint, bench)
 
 
 def clear() -> None:
     """Forget every cached suite."""
-    _cache.clear()
+    with _lock:
+        _cache.clear()
 
 
 def _key(root: Path, tasks: Collection[str] | None) -> tuple[str, tuple[str, ...] | None]:

@@ -109,3 +109,39 @@ def test_a_repository_outside_the_suite_is_checked_on_every_hit(tmp_path: Path) 
     (outside / ".git").rmdir()
     with pytest.raises(ValidationFailed, match="not a git repository"):
         load_benchmark(root)
+
+
+def _os_walk_problems(repo: Path, task_dir: Path) -> list[str]:
+    """The inline-repo check as it was written with os.walk (the reference)."""
+    import os
+
+    out = []
+    for dirpath, dirnames, filenames in os.walk(repo):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                out.append(f"inline repo contains a symlink: {p.relative_to(task_dir)}")
+        if ".git" in dirnames:
+            out.append("inline repo must not contain a .git folder")
+            dirnames.remove(".git")
+    return out
+
+
+def test_the_inline_repo_walk_finds_what_os_walk_found_in_its_order(tmp_path: Path) -> None:
+    from bench_assets.tasks.catalog import inline_repo_problems
+
+    task_dir = tmp_path / "alpha"
+    repo = task_dir / "repo"
+    (repo / "pkg" / "sub" / ".git").mkdir(parents=True)
+    (repo / "pkg" / "sub" / ".git" / "link").symlink_to(tmp_path)  # inside .git: not walked
+    (repo / ".git").mkdir()
+    (repo / "pkg" / "a.py").write_text("x = 1\n")
+    (repo / "pkg" / "to_file").symlink_to(repo / "pkg" / "a.py")
+    (repo / "pkg" / "to_dir").symlink_to(tmp_path)  # a symlinked folder: reported, not entered
+    (repo / "pkg" / "dangling").symlink_to(tmp_path / "nowhere")
+    (repo / "z").mkdir()
+    (repo / "z" / "deep").symlink_to(repo / "pkg")
+    found = inline_repo_problems(repo, task_dir)
+    assert found == _os_walk_problems(repo, task_dir)
+    assert sum("symlink" in f for f in found) == 4
+    assert sum(".git folder" in f for f in found) == 2

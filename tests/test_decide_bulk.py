@@ -199,3 +199,29 @@ def test_an_ad_hoc_decisions_inputs_are_read_in_bulk_and_equal_the_one_partition
     read = prefetched_upstream(instance, ["never"])
     with pytest.raises(InputError, match=r"task_bindings\[never\] has never been materialized"):
         read(dg.AssetKey("task_bindings"), "never")
+
+
+def test_an_aggregate_set_is_parsed_once_and_read_again_when_its_file_changes(
+    tmp_path: Path,
+) -> None:
+    from bench_assets.decision.documents import AggregateSet, RefusedCell, load_aggregate_set
+    from bench_assets.kernel.errors import InputError
+    from bench_assets.kernel.fsutil import atomic_write_json
+
+    def write(reason: str) -> Path:
+        aset = AggregateSet(
+            generation="g0001",
+            kind="generation",
+            tasks=[],
+            refused=[RefusedCell(task="t", cell="baseline.r0", reason=reason)],
+        )
+        return atomic_write_json(tmp_path / "set.json", aset.model_dump(mode="json"))
+
+    path = write("first")
+    first = load_aggregate_set(path)
+    assert load_aggregate_set(path) is first
+    write("other")  # same size, same path: a new file (inode, ctime) is read again
+    assert load_aggregate_set(path).refused[0].reason == "other"
+    path.write_text("{not json")
+    with pytest.raises(InputError, match="set.json"):
+        load_aggregate_set(path)

@@ -15,6 +15,7 @@ apply's compare-and-swap digests) and the lineage of every evidence cell. The de
 writes it; ``explain``, ``report``, ``apply``, the proposer and the UI metadata read it.
 """
 
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -205,19 +206,47 @@ class AggregateSet(_Doc):
     """The planned cells that are not evidence, each with the reason."""
 
 
+AGGREGATE_SETS_KEPT = 2
+"""Aggregate sets :func:`load_aggregate_set` keeps parsed per process."""
+_aggregate_sets: dict[str, tuple[tuple[int, int, int, int], AggregateSet]] = {}
+_aggregate_sets_lock = threading.Lock()
+
+
 def load_aggregate_set(path: Path) -> AggregateSet:
     """Read an aggregate set; errors name the file and the fields.
+
+    One decision reads the same set three times (the caller's completeness check, the decision,
+    the report): 9,000 evidence rows at 1,000 tasks, parsed once per process while the file is
+    unchanged. As :func:`bench_assets.cells.records.load_verified`, the file's inode, size, mtime
+    and ctime are the key, so any write, rename over or ``touch`` reads it again. Treat the
+    result as read-only (``model_copy`` to change it).
 
     Raises:
         InputError: Missing, unreadable or not an aggregate set of this schema.
     """
-    return read_model(
+    try:
+        st = path.stat()
+    except OSError:
+        key = None  # read_model names the problem
+    else:
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    hit = _aggregate_sets.get(str(path))
+    if key is not None and hit is not None and hit[0] == key:
+        return hit[1]
+    aset = read_model(
         path,
         AggregateSet,
         what="aggregate set",
         error=InputError,
         hint="materialize `aggregates` again",
     )
+    if key is not None:
+        with _aggregate_sets_lock:
+            _aggregate_sets.pop(str(path), None)
+            while len(_aggregate_sets) >= AGGREGATE_SETS_KEPT:
+                _aggregate_sets.pop(next(iter(_aggregate_sets)))
+            _aggregate_sets[str(path)] = (key, aset)
+    return aset
 
 
 class DecisionDocument(_Doc):

@@ -35,15 +35,17 @@ from bench_assets.tasks.catalog import Benchmark
 
 
 def _input(
-    record: Any, run_id: str, reused: bool, source_run_id: str | None
+    record: Any, data_version: str, run_id: str, reused: bool, source_run_id: str | None
 ) -> agg_mod.AggregateInput:
+    """One evidence row; ``data_version`` is the record's digest, already compared with the
+    materialization's by :func:`bench_assets.decision.manifest.accept` (not hashed again)."""
     return agg_mod.AggregateInput(
         record=record,
         reused=reused,
         run_id=run_id,
         source_run_id=source_run_id if reused else None,
         source_generation=record.generation if reused else None,
-        data_version=record.data_version,
+        data_version=data_version,
     )
 
 
@@ -165,7 +167,11 @@ def collect_current_inputs(
             c = ok.candidate
             carried = bool(generation) and ok.record.generation != generation
             reused = c.reused_from_run is not None or carried
-            out[task].append(_input(ok.record, c.run_id, reused, c.reused_from_run or c.run_id))
+            out[task].append(
+                _input(
+                    ok.record, str(c.data_version), c.run_id, reused, c.reused_from_run or c.run_id
+                )
+            )
     return out, refused
 
 
@@ -220,7 +226,7 @@ def collect_manifest_inputs(
             if ok is None:
                 refused[tm.task][mc.cell] = why
                 continue
-            out[tm.task].append(_input(ok.record, ok.run_id, ok.reused, ok.run_id))
+            out[tm.task].append(_input(ok.record, ok.data_version, ok.run_id, ok.reused, ok.run_id))
     return out, refused
 
 

@@ -39,7 +39,7 @@ from dagster._core.errors import DagsterRunAlreadyExists
 
 from bench_assets.defs.resources import BenchResource
 from bench_assets.driver.instance import StepFailed
-from bench_assets.driver.runs import Finished, Job, run_failure
+from bench_assets.driver.runs import Finished, Job, RunWatch, run_failure
 
 CELL_BATCH_JOB = "cell_batch"
 CELL_BATCH_TAG = "wfbench/cell_batch"
@@ -265,23 +265,26 @@ def batch_outcomes(
     batches: dict[str, Any],
     reported: dict[str, set[str]],
     runs: dict[str, dg.DagsterRun],
+    watch: RunWatch | None = None,
 ) -> tuple[list[Any], list[Any], list[str]]:
     """The cells of ``cell_batch`` runs whose own run ended since last asked, the cells to submit
     again, and the batches every cell of which is answered now that they ended.
 
-    ``batches``: batch run id -> its job (``Job.cells``, claims in its config); ``reported``: per
-    batch, the cells (labels) already answered (updated here); ``runs``: the batch runs as they
-    are now, by id. A cell is answered from the run its claim names, whichever batch ran it; a
-    run left unfinished by the batch that ran it, which ended, is marked failed (its process is
-    gone) and answered as canceled (the batch was) or as an infra failure of that batch. A cell
-    whose batch ended before anyone claimed it: its claim is voided (:func:`void_claim`), then it
-    is answered as canceled (its batch was) or returned to be submitted again: it paid nothing,
-    so it is neither a retry nor a failure the outage breaker counts — except, in a batch that
-    died before starting any cell (e.g. its launch timed out), the first one: it is answered as
-    failed, as its own run failing at launch would have been, so one failed launch is one
-    systemic failure (not a whole batch's: a streak of them trips the breaker) and a launch that
-    keeps failing still ends in the breaker. A queued batch whose cells were all claimed by other
-    batches is canceled here, before it costs a launch.
+    ``batches``: batch run id -> its job (``Job.cells``, claims in its config); ``reported``:
+    per batch, the cells (labels) already answered (updated here); ``runs``: the batch runs as
+    they are now, by id; ``watch``: reads the open cells' claims (each poll, in bulk: a
+    :class:`~bench_assets.driver.runs.RunWatch` reads only what changed). A cell is answered
+    from the run its claim names, whichever batch ran it; a run left unfinished by the batch
+    that ran it, which ended, is marked failed (its process is gone) and answered as canceled
+    (the batch was) or as an infra failure of that batch. A cell whose batch ended before anyone
+    claimed it: its claim is voided (:func:`void_claim`), then it is answered as canceled (its
+    batch was) or returned to be submitted again: it paid nothing, so it is neither a retry nor
+    a failure the outage breaker counts — except, in a batch that died before starting any cell
+    (e.g. its launch timed out), the first one: it is answered as failed, as its own run failing
+    at launch would have been, so one failed launch is one systemic failure (not a whole
+    batch's: a streak of them trips the breaker) and a launch that keeps failing still ends in
+    the breaker. A queued batch whose cells were all claimed by other batches is canceled here,
+    before it costs a launch.
     """
     if not batches:
         return [], [], []
@@ -293,7 +296,12 @@ def batch_outcomes(
         if job.label not in reported.setdefault(bid, set())
     ]
     ids = [claim for _, claim, _ in open_cells if claim]
-    cell_runs = {r.run_id: r for r in instance.get_runs(dg.RunsFilter(run_ids=ids))} if ids else {}
+    if watch is not None:
+        cell_runs = watch.read(ids)
+    else:
+        cell_runs = (
+            {r.run_id: r for r in instance.get_runs(dg.RunsFilter(run_ids=ids))} if ids else {}
+        )
     # The batches running the unfinished cell runs, as they are now (a batch not this driver's
     # own is read from the instance).
     executors = {
@@ -335,6 +343,9 @@ def batch_outcomes(
             gone = ended.get(executor)
             if gone is None:
                 continue  # still running in its batch
+            now = instance.get_run_by_id(run.run_id)  # read again before failing it
+            if now is not None and now.is_finished:
+                continue  # it ended after all: answered at the next poll
             instance.report_run_failed(
                 run, f"wfbench: its cell_batch run {executor} ended before it did"
             )

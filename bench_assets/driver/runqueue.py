@@ -41,7 +41,7 @@ from bench_assets.driver.instance import StepFailed, materialize
 # driver/paying.py reads them here with the Executor they go with.
 from bench_assets.driver.runs import Finished as Finished
 from bench_assets.driver.runs import Job as Job
-from bench_assets.driver.runs import assets_by_name, run_failure
+from bench_assets.driver.runs import RunWatch, assets_by_name, run_failure
 from bench_assets.kernel.fsutil import atomic_write_text
 from bench_assets.sandbox import process as sandbox
 
@@ -171,6 +171,9 @@ class QueueExecutor:
         self.progress = progress or (lambda m: None)
         self._jobs: dict[str, Job] = {}
         self._reported: dict[str, set[str]] = {}
+        # Runs read in bulk at a cost that follows what changed (9,000 cells at 1,000 tasks).
+        self._watch_jobs = RunWatch(instance)
+        self._watch_claims = RunWatch(instance)
         self._plans: dict[tuple[str, ...], Any] = {}
         self._daemon: sandbox.Service | None = None
         self._wpc: Any = None
@@ -406,7 +409,7 @@ class QueueExecutor:
         while self._jobs:
             if self._signals.interrupted():
                 raise KeyboardInterrupt
-            runs = self.instance.get_runs(dg.RunsFilter(run_ids=list(self._jobs)))
+            runs = list(self._watch_jobs.read(self._jobs).values())
             ended = [r for r in runs if r.is_finished]
             batches = {rid: j for rid, j in self._jobs.items() if j.cells}
             # A batch stays pending after it ended until each of its cells is answered: another
@@ -416,6 +419,7 @@ class QueueExecutor:
                 batches,
                 self._reported,
                 {r.run_id: r for r in runs if r.run_id in batches},
+                self._watch_claims,
             )
             out += [self._finished(r) for r in ended if r.run_id not in batches]
             for run_id in [r.run_id for r in ended if r.run_id not in batches] + closed:

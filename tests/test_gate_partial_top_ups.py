@@ -105,3 +105,16 @@ def test_a_stored_schema_6_decision_reads_back_as_paying_every_task() -> None:
     # a look that paid every task is stored without the field, as before schema 7
     assert "top_up_tasks" not in json.dumps(raw["paired_v2"]["looks"])
     assert Decision.model_validate_json(d.model_dump_json()) == d
+
+
+def test_an_ad_hoc_decision_at_the_last_look_reads_the_design_on_the_mean() -> None:
+    """An ad-hoc decision (no generation: the last look, no look on record, no plan) has no
+    per-task history; it reads the design's schedule on the mean runs, as before partial
+    top-ups, instead of treating every earlier look as having had all of today's runs (which
+    divided by a zero information step)."""
+    for w in (_world(), _world(dict.fromkeys(TASKS, "Y"))):
+        d = decide(gate(w, V3, look=V3.max_looks))
+        assert d.paired_v2 is not None and d.decision != "insufficient_evidence", d.reasons
+        lk = d.paired_v2.looks[-1]
+        assert lk.information_resolve == 1.0 and 0 < lk.alpha_resolve < V3.resolve_error
+        assert lk.top_up_tasks is None

@@ -161,16 +161,22 @@ class _Schedule:
         self.now = sum(t.cand.valid for t in counted) / n
         step = policy.top_up_runs
         self.planned = planned_candidate_runs(inp)
-        fulls = sum(lk.action == "top_up" and lk.top_up_tasks is None for lk in inp.prior_looks)
-        first_runs = max(1, inp.planned_runs.get(inp.candidate_arm, 0) - fulls * step)
-        self.count = top_up_count(len(inp.tasks), first_runs, policy.top_up_share, step)
-        self.partial = self.count < len(inp.tasks) or any(
-            lk.top_up_tasks is not None for lk in inp.prior_looks
-        )
+        tops = [(lk.look, lk.top_up_tasks) for lk in inp.prior_looks if lk.action == "top_up"]
+        fulls = sum(ts is None for _, ts in tops)
+        first_runs = inp.planned_runs.get(inp.candidate_arm, 0) - fulls * step
+        if first_runs < 1:  # no plan given (an ad-hoc input): the runs the tasks have
+            first_runs = max(1, round(self.now) - len(tops) * step)
+        tasks = max(1, len(inp.tasks))
+        self.count = top_up_count(tasks, first_runs, policy.top_up_share, step)
+        # Per task only when every top-up before this look is on record; an ad-hoc decision
+        # (the last look, no looks recorded) reads the design's schedule on the mean, as before.
+        self.partial = (self.count < tasks or any(ts is not None for _, ts in tops)) and len(
+            tops
+        ) == self.look - 1
+        mean_step = step * self.count / tasks
         self.task_runs: dict[str, list[float]] = {}
         self.task_final: dict[str, float] = {}
         if self.partial:
-            tops = [(lk.look, lk.top_up_tasks) for lk in inp.prior_looks if lk.action == "top_up"]
             final = planned_after(
                 inp.tasks,
                 self.planned,
@@ -190,12 +196,12 @@ class _Schedule:
             self.first = sum(r[0] for r in self.task_runs.values()) / n
             self.final = sum(self.task_final.values()) / n
             self.runs = [sum(r[j] for r in self.task_runs.values()) / n for j in range(self.look)]
-        else:
-            self.first = max(1.0, self.now - (self.look - 1) * step)
+        else:  # every task topped up each time (mean_step = step, the rule before partial ones)
+            self.first = max(1.0, self.now - (self.look - 1) * mean_step)
             self.runs = [
-                max(1.0, self.now - (self.look - j) * step) for j in range(1, self.look + 1)
+                max(1.0, self.now - (self.look - j) * mean_step) for j in range(1, self.look + 1)
             ]
-            self.final = self.now + (policy.max_looks - self.look) * step
+            self.final = self.now + (policy.max_looks - self.look) * mean_step
 
     def fractions(self, parts: list[tuple[str, float, float]]) -> list[float]:
         """``V(M)/V(m_j)`` for a variance ``Σ fixed_t + per_run_t/m_t`` over the tasks
@@ -217,7 +223,10 @@ class _Schedule:
                 v_m = fixed + per_run / m
                 v_final = fixed + per_run / self.final
             out.append(v_final / v_m if v_m > 0 else 1.0)
-        return out
+        # An earlier look with (to the design's 2 decimals) all of the last look's information
+        # bought nothing: it is no look of its own (an ad-hoc input at one run per task reads
+        # every imagined look at the same runs; the boundary recursion needs information to grow).
+        return [v for v in out[:-1] if v < 0.995] + out[-1:]
 
 
 def planned_candidate_runs(inp: GateInput) -> dict[str, int]:

@@ -8,11 +8,12 @@ into :class:`GateInput` and plays the planner and the driver's looks:
 * ``strict`` / ``paired_v1`` — the generation as before issue 13: the candidate's runs, the
   comparator's runs reused (the drift applies) except one fresh canary cell, no retry.
 * ``paired`` / ``paired_v2`` — ``--runs`` candidate runs per task at the first look, then
-  ``top_up_runs`` more per task while the gate answers ``next_action = top_up``; a comparator
-  re-payment when it answers ``repay_comparator``. Comparator history ``pooled`` (the steady
-  state: ``CANARIES_PER_TASK`` gate canaries fresh, the other planned runs reused, ``POOLED_RUNS``
-  earlier-generation runs per task) or ``none`` (right after a promotion: every comparator run
-  fresh, nothing pooled). Every excluded cell is re-paid up to ``retries`` times.
+  ``top_up_runs`` more per task while the gate answers ``next_action = top_up`` (only on the
+  tasks the look's ``top_up_tasks`` names when the top-up is partial, ``top_up_share``); a
+  comparator re-payment when it answers ``repay_comparator``. Comparator history ``pooled`` (the
+  steady state: ``CANARIES_PER_TASK`` gate canaries fresh, the other planned runs reused,
+  ``POOLED_RUNS`` earlier-generation runs per task) or ``none`` (right after a promotion: every
+  comparator run fresh, nothing pooled). Every excluded cell is re-paid up to ``retries`` times.
 
 Scenarios (``_hi`` = p in [0.95, 1], otherwise [0.3, 0.95]): ``aa`` identical arms,
 ``cheaper20`` a 20 % cost cut (``cheaper60``: 60 %, the cost test always passes: the power the
@@ -81,11 +82,18 @@ reused, ``POOLED_RUNS`` earlier-generation runs per task); ``none``: right after
 
 
 def _outcomes(
-    task_ids: list[str], arm: str, cells: Cells, *, first_run: int, old: bool, pooled: bool
+    task_ids: list[str],
+    arm: str,
+    cells: Cells,
+    *,
+    first_run: int,
+    old: bool,
+    pooled: bool,
+    counts: list[int] | None = None,
 ) -> list[RunOutcome]:
     rows = []
     for t, task in enumerate(task_ids):
-        for r in range(cells.resolved.shape[1]):
+        for r in range(cells.resolved.shape[1] if counts is None else counts[t]):
             infra = bool(cells.infra[t, r])
             ok = bool(cells.resolved[t, r]) and not infra
             kind = ErrorKind.INFRA_ERROR if infra else None if ok else ErrorKind.ORACLE_FAILED
@@ -115,6 +123,31 @@ def _concat(a: Cells, b: Cells) -> Cells:
         metric=np.concatenate([a.metric, b.metric], axis=1),
         infra=np.concatenate([a.infra, b.infra], axis=1),
     )
+
+
+def _top_up(cells: Cells, counts: list[int], more: Cells, rows: list[int]) -> Cells:
+    """``more`` (tasks x top-up runs) appended after each listed task's runs (``counts``, updated
+    in place): a partial top-up leaves the other tasks' runs as they were."""
+    step = more.resolved.shape[1]
+    width = max([cells.resolved.shape[1], *(counts[t] + step for t in rows)])
+    if width > cells.resolved.shape[1]:
+        pad = width - cells.resolved.shape[1]
+        n = cells.resolved.shape[0]
+        cells = _concat(
+            cells,
+            Cells(
+                resolved=np.zeros((n, pad), dtype=bool),
+                metric=np.ones((n, pad)),
+                infra=np.zeros((n, pad), dtype=bool),
+            ),
+        )
+    for t in rows:
+        at = slice(counts[t], counts[t] + step)
+        cells.resolved[t, at] = more.resolved[t]
+        cells.metric[t, at] = more.metric[t]
+        cells.infra[t, at] = more.infra[t]
+        counts[t] += step
+    return cells
 
 
 def _input(
@@ -217,16 +250,20 @@ def play_v2(
         comp += _outcomes(ids, "comparator", pool, first_run=runs, old=True, pooled=True)
     cand = world.draw("candidate", runs)
     cand_paid = cand.resolved.size + world.redraw("candidate", cand, policy.retries)
+    counts = [runs] * len(ids)
+    every = runs  # runs planned on every task (partial top-ups are in the looks' records)
     look, repaid = 1, False
     prior: list[Look] = []
     while True:
-        outs = comp + _outcomes(ids, "candidate", cand, first_run=0, old=False, pooled=False)
+        outs = comp + _outcomes(
+            ids, "candidate", cand, first_run=0, old=False, pooled=False, counts=counts
+        )
         d = decide(
             _input(
                 policy,
                 ids,
                 outs,
-                planned_runs={"candidate": cand.resolved.shape[1], "comparator": runs},
+                planned_runs={"candidate": every, "comparator": runs},
                 look=look,
                 prior_looks=prior,
                 comparator_repaid=repaid,
@@ -238,8 +275,15 @@ def play_v2(
         prior = d.paired_v2.looks
         if d.next_action == "top_up":
             more = world.draw("candidate", policy.top_up_runs)
-            cand_paid += more.resolved.size + world.redraw("candidate", more, policy.retries)
-            cand = _concat(cand, more)
+            chosen = prior[-1].top_up_tasks
+            rows = list(range(len(ids))) if chosen is None else [ids.index(t) for t in chosen]
+            if chosen is None:
+                every += policy.top_up_runs
+            else:
+                more.infra[[i for i in range(len(ids)) if i not in set(rows)]] = False
+            paid = len(rows) * policy.top_up_runs
+            cand_paid += paid + world.redraw("candidate", more, policy.retries)
+            cand = _top_up(cand, counts, more, rows)
             look += 1
         else:  # repay_comparator: every reused cell fresh, the pooled history set aside
             comp = _outcomes(ids, "comparator", fresh, first_run=0, old=False, pooled=False)

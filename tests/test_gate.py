@@ -688,7 +688,7 @@ def test_decision_is_deterministic_and_recomputable(policy: PolicyConfig) -> Non
 def test_decision_json_carries_schema_and_policy() -> None:
     d = decide(gate(world()))
     data = json.loads(d.model_dump_json())
-    assert data["schema_version"] == 6
+    assert data["schema_version"] == 7
     assert data["policy_name"] == "paired_v1"
     assert data["policy"] == PAIRED.model_dump(mode="json")
     assert data["metric_warning"] is None

@@ -267,7 +267,7 @@ def test_tampering_and_unknown_impossible_counts_still_veto() -> None:
 def test_a_schema_2_decision_and_an_old_gate_input_read_back_as_unknown() -> None:
     inp = gate(favoured(tampered=False), ONE_LOOK)
     data = json.loads(decide(inp).model_dump_json())
-    assert data["schema_version"] == 6
+    assert data["schema_version"] == 7
     data["schema_version"] = 2
     del data["integrity"]
     old = Decision.model_validate(data)

@@ -78,7 +78,7 @@ def test_a_schema_5_decision_reads_back_under_the_conservative_rule() -> None:
     assert PolicyConfig().standard_error == "model"
     d = decide(gate(world(10), MODEL))
     raw = json.loads(d.model_dump_json())
-    assert raw["schema_version"] == 6 and raw["policy"]["standard_error"] == "model"
+    assert raw["schema_version"] == 7 and raw["policy"]["standard_error"] == "model"
     assert Decision.model_validate(raw).policy.standard_error == "model"
     for version in (4, 5):
         old = {**raw, "schema_version": version}

@@ -1,7 +1,8 @@
 """Sequential looks are paid by the generation (issue 13, item 4): an inconclusive first look buys
-top-up cells ``<arm>.r<k>`` beyond ``runs`` as real cell partitions, the final decision records
-every look, a kill between a look's record and its cells resumes at the same look, and the
-comparator's drifted cells can be re-planned fresh."""
+top-up cells ``<arm>.r<k>`` beyond ``runs`` as real cell partitions (on the tasks the gate chose,
+issue 23's partial top-ups), the final decision records every look, a kill between a look's
+record and its cells resumes at the same look, and the comparator's drifted cells can be
+re-planned fresh."""
 
 import json
 from pathlib import Path
@@ -40,7 +41,9 @@ COSTS = {
 }
 
 
-def looks_bench(tmp_path: Path) -> Path:
+def looks_bench(tmp_path: Path, top_up_share: float | None = 1.0) -> Path:
+    """Two tasks at one run, two looks; ``top_up_share`` 1 tops up both tasks, ``None`` (the
+    default share, a sixth of the first look's cells) one of them."""
     root = make_bench(tmp_path / "tasks", tasks=TASKS, runs=1)
     patch = fix_patch(root)
     data = yaml.safe_load((root / "bench.yaml").read_text())
@@ -52,6 +55,8 @@ def looks_bench(tmp_path: Path) -> Path:
         "max_looks": 2,
         "top_up_runs": 1,
     }
+    if top_up_share is not None:
+        data["policy"]["top_up_share"] = top_up_share
     write_yaml(root / "bench.yaml", data)
     for arm, name in (("workflow", "w.jsonl"), ("cand", "c.jsonl")):
         lines = [
@@ -90,46 +95,62 @@ def test_top_up_partitions_exist_only_for_the_implementation_candidate(tmp_path:
 def test_an_inconclusive_look_buys_top_up_cells_and_the_decision_records_both_looks(
     tmp_path: Path,
 ) -> None:
-    root = looks_bench(tmp_path)
+    """At the default ``top_up_share`` (a sixth of the first look's cells; two tasks at one run:
+    one task) the top-up pays one run on the task the gate chose (by digest, never by outcome),
+    the look's record names it, the last look reads 1.5 runs per task, and ``explain`` shows
+    both looks. The kill test below pays a top-up of every task (``top_up_share`` 1)."""
+    from bench_assets.decision.explain import v2_lines
+    from bench_assets.gate.sequential import top_up_tasks
+
+    root = looks_bench(tmp_path, top_up_share=None)
     art = tmp_path / "art"
+    (chosen,) = top_up_tasks(list(TASKS), dict.fromkeys(TASKS, 1), 1, 1)
     with dg.instance_for_test() as instance:
         result = evolve(str(root), artifact_root=str(art), instance=instance, in_process=True)
         paid = sorted((c["task"], c["cell"]) for c in result.cells)
-        assert paid == [
-            ("alpha", "cand.r0"),
-            ("alpha", "cand.r1"),
-            ("alpha", "workflow.r0"),
-            ("beta", "cand.r0"),
-            ("beta", "cand.r1"),
-            ("beta", "workflow.r0"),
-        ]
+        assert paid == sorted(
+            [
+                ("alpha", "cand.r0"),
+                ("alpha", "workflow.r0"),
+                ("beta", "cand.r0"),
+                ("beta", "workflow.r0"),
+                (chosen, "cand.r1"),
+            ]
+        )
         folder = art / "generations" / "g0001"
         (look,) = load_looks(folder)
-        assert look.action == "top_up" and look.candidate_runs == 2
-        assert sorted(c.cell for c in look.cells) == ["cand.r1", "cand.r1"]
+        assert look.action == "top_up" and look.statistics.top_up_tasks == [chosen]
+        assert look.candidate_runs == 1, "runs planned on every task: unchanged"
+        assert [(c.task, c.cell) for c in look.cells] == [(chosen, "cand.r1")]
         manifest = load_manifest(folder)
         assert manifest is not None
-        assert [(c.cell, c.look) for c in manifest.tasks["alpha"].cells] == [
+        assert [(c.cell, c.look) for c in manifest.tasks[chosen].cells] == [
             ("cand.r0", 1),
             ("workflow.r0", 1),
             ("cand.r1", 2),
         ]
         # The top-up cells are runs of their own partitions, tagged with their look.
-        key = dg.MultiPartitionKey({"task": "alpha", "cell": "cand.r1"})
+        key = dg.MultiPartitionKey({"task": chosen, "cell": "cand.r1"})
         runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": str(key)}))
         assert runs and all(r.tags.get(paying.LOOK_TAG) == "2" for r in runs)
         doc = _decision(instance)
         v2 = doc.decision.paired_v2
         assert v2 is not None
         assert [(lk.look, lk.action) for lk in v2.looks] == [(1, "top_up"), (2, "decide")]
-        assert v2.looks[-1].candidate_runs_per_task == 2
+        assert v2.looks[-1].candidate_runs_per_task == 1
+        assert v2.looks[-1].candidate_runs_mean == 1.5
+        assert "missing_cells" not in {f.rule for f in doc.decision.findings}
         assert {(e.task, e.run) for e in doc.decision.evidence if e.arm == "cand"} == {
             ("alpha", 0),
-            ("alpha", 1),
             ("beta", 0),
-            ("beta", 1),
+            (chosen, 1),
         }
         assert doc.decision.next_action == "decide"
+        text = "\n".join(v2_lines(doc.decision))
+        assert "look 1/2: 1 candidate runs per task" in text
+        assert "-> top_up on 1 task(s) with the fewest planned candidate runs" in text
+        assert f"(ties by digest of look and task): {chosen}" in text
+        assert "look 2/2: 1.50 (at least 1) candidate runs per task" in text
         # Look 1 and look 2 each aggregated once; the decision reused look 2's aggregates.
         aggs = instance.fetch_materializations(
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("aggregates")),

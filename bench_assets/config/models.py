@@ -876,14 +876,29 @@ class PolicyConfig(_Strict):
     """Count comparator cells of identical identity from earlier generations as extra runs."""
     max_pooled_runs: int = Field(default=9, ge=0, le=100)
     """Most earlier-generation comparator runs pooled per task (newest first)."""
-    max_looks: int = Field(default=4, ge=1, le=10)
+    max_looks: int = Field(default=7, ge=1, le=10)
     """Looks at the candidate: the first after the planned ``runs``, then one after each top-up
-    of ``top_up_runs`` more candidate runs per task (new ``<arm>.r<k>`` cells, ``k`` ≥ ``runs``),
-    so at most ``runs + (max_looks − 1)·top_up_runs`` candidate runs per task. Gate v3 spends
+    of ``top_up_runs`` more candidate runs on every task or, with ``top_up_share``, on some of
+    them (new ``<arm>.r<k>`` cells, ``k`` ≥ that task's planned runs), so at most ``runs +
+    (max_looks − 1)·top_up_runs`` candidate runs per task. Gate v3 spends
     its errors over the looks (``spending``); paired_v2 splits them evenly (its calibrated point
-    is one look)."""
+    is one look). The default, 7, with ``top_up_share`` 1/6, ends at twice the first look's
+    candidate cells (4 looks of a whole run per task before issue 23's partial top-ups)."""
     top_up_runs: int = Field(default=1, ge=1, le=20)
     """Candidate runs per task added before each further look."""
+    top_up_share: float = Field(default=1 / 6, gt=0, le=1)
+    """Gate v3: the share of the first look's candidate cells each top-up adds. A top-up pays
+    ``top_up_runs`` more runs on the ``ceil(share · runs · tasks / top_up_runs)`` tasks (at
+    least one, at most all) with the fewest planned candidate runs, ties broken by the SHA-256
+    of the look number and the task id — fixed before any run, never read from an outcome, so
+    every task's rate stays the plain mean of its runs (``bench_assets/gate/sequential.py``).
+    The default, 1/6, with ``max_looks`` 7: at 10 tasks × 3 runs a top-up is one more run on 5
+    tasks, at 50 tasks × 1 run on 9 tasks; 1 pays every task (at 3 runs, the design before
+    this field). Why: each look costs the same share of the evidence at every suite size, and a
+    finer step stops closer to where the evidence suffices, so a 50-task suite starting at 1
+    run per task stops after about 61 expected candidate cells instead of 79 (README, "Where
+    the defaults sit"). The information fractions come from the runs each task had at each
+    look; the tasks a look paid are in its record (``top_up_tasks``)."""
     mutually_unresolved: Literal["count"] = "count"
     """Preregistered handling of tasks neither arm resolved: ``count`` keeps them in every
     statistic (dropping them after seeing the outcome would hide a candidate breaking them)."""
@@ -959,6 +974,7 @@ POLICY_READS: dict[str, frozenset[str]] = {
         "regression_error",
         "regression_test",
         "standard_error",
+        "top_up_share",
     },
     "paired_v2": _POLICY_COMMON
     | _PAIRED_FAMILY

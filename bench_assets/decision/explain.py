@@ -94,12 +94,26 @@ def v2_lines(d: Decision) -> list[str]:
             else f"information resolve {lk.information_resolve:.2f} / cost "
             f"{lk.information_cost or 0:.2f}, "
         )
+        runs = f"{lk.candidate_runs_per_task}"
+        if (
+            lk.candidate_runs_mean is not None
+            and lk.candidate_runs_mean != lk.candidate_runs_per_task
+        ):
+            runs = f"{lk.candidate_runs_mean:.2f} (at least {lk.candidate_runs_per_task})"
+        chosen = ""
+        if lk.top_up_tasks is not None:
+            shown = ", ".join(lk.top_up_tasks[:10])
+            more = f", … {len(lk.top_up_tasks) - 10} more" if len(lk.top_up_tasks) > 10 else ""
+            chosen = (
+                f" on {len(lk.top_up_tasks)} task(s) with the fewest planned candidate runs "
+                f"(ties by digest of look and task): {shown}{more}"
+            )
         out.append(
-            f"look {lk.look}/{lk.max_looks}: {lk.candidate_runs_per_task} candidate runs per "
+            f"look {lk.look}/{lk.max_looks}: {runs} candidate runs per "
             f"task, {info}alpha cost {lk.alpha_cost:.4g} / resolve {lk.alpha_resolve:.4g}, "
             f"cost t {t} "
             f"({lk.cost_verdict or 'not run'}), resolve {lk.resolve_verdict or 'not run'} -> "
-            f"{lk.action}"
+            f"{lk.action}{chosen}"
         )
     return out
 

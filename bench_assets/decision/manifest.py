@@ -329,7 +329,9 @@ class LookRecord(_Doc):
     reasons: list[str]
     """The gate's reasons at this look (why it did not decide)."""
     candidate_runs: int = Field(ge=1)
-    """Candidate runs per task planned once this look's cells are paid."""
+    """Candidate runs planned on every task once this look's cells are paid; a partial top-up
+    (``statistics.top_up_tasks``) adds its runs only on the tasks it lists, so it leaves this
+    unchanged."""
     cells: list[ManifestCell]
     """The cells this look plans: new top-up cells, or comparator cells re-planned as fresh."""
 

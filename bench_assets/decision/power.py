@@ -19,7 +19,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from bench_assets.config.models import PolicyConfig
-from bench_assets.gate.sequential import boundaries
+from bench_assets.gate.sequential import boundaries, top_up_count
 
 if TYPE_CHECKING:
     from bench_assets.gate.models import Decision
@@ -60,6 +60,13 @@ class PowerReport(BaseModel):
     """The candidate cells it then pays, expected."""
 
 
+def _runs_per_look(policy: PolicyConfig, tasks: int, first: int) -> list[float]:
+    """Mean candidate runs per task at each look: each top-up pays ``top_up_runs`` on
+    :func:`~bench_assets.gate.sequential.top_up_count` tasks (every task, or a share of them)."""
+    step = policy.top_up_runs * top_up_count(tasks, first, policy.top_up_share, policy.top_up_runs)
+    return [first + k * step / tasks for k in range(policy.max_looks)]
+
+
 def _probabilities(
     policy: PolicyConfig,
     tasks: int,
@@ -77,7 +84,7 @@ def _probabilities(
     pq = (hi + lo) / 2 - (hi**3 - lo**3) / (3 * (hi - lo)) if hi > lo else lo * (1 - lo)
     comp_runs = max(1e-9, fresh + old)
     looks = policy.max_looks
-    runs = [first + k * policy.top_up_runs for k in range(looks)]
+    runs = _runs_per_look(policy, tasks, first)
     var_r = [(pq / m + pq / comp_runs) / tasks for m in runs]
     b2 = policy.drift_prior_sd**2
     s2 = run_sd**2
@@ -103,18 +110,23 @@ def _probabilities(
     promoted = np.zeros(PATHS, dtype=bool)
     cells = np.zeros(PATHS)
     need = math.log1p(-policy.min_improvement)
+    # Look k's boundary depends on the fractions of looks 1..k only, so one recursion over all
+    # the looks gives every look's (the gate computes the same prefix at each look).
+    up_r = boundaries(ts_r, policy.resolve_error, policy.spending)
+    up_c = boundaries(ts_c, policy.cost_error, policy.spending)
+    fut = policy.futility_error > 0
+    down_r = boundaries(ts_r, policy.futility_error, policy.spending) if fut else []
+    down_c = (
+        down_r
+        if ts_c == ts_r or not fut
+        else boundaries(ts_c, policy.futility_error, policy.spending)
+    )
     for k in range(looks):
         last = k == looks - 1
-        a_r = boundaries(ts_r[: k + 1], policy.resolve_error, policy.spending)[-1]
-        a_c = boundaries(ts_c[: k + 1], policy.cost_error, policy.spending)[-1]
+        a_r, a_c = up_r[k], up_c[k]
         f_r = f_c = math.inf
-        if not last and policy.futility_error > 0:
-            f_r = boundaries(ts_r[: k + 1], policy.futility_error, policy.spending)[-1]
-            f_c = (
-                f_r
-                if ts_c == ts_r
-                else boundaries(ts_c[: k + 1], policy.futility_error, policy.spending)[-1]
-            )
+        if not last and fut:
+            f_r, f_c = down_r[k], down_c[k]
         se_r, se_c = math.sqrt(var_r[k]), math.sqrt(var_c[k])
         ni = d_hat[:, k] - a_r * se_r >= -policy.resolve_margin
         cheap = (c_hat[:, k] + a_c * se_c < 0) & (c_hat[:, k] <= need)
@@ -165,7 +177,8 @@ def power_report(
             needed_cells = cells80
             break
         n = n + max(1, n // 10)
-    max_runs = first_runs + (policy.max_looks - 1) * policy.top_up_runs
+    last = _runs_per_look(policy, tasks, first_runs)[-1]
+    max_runs = math.ceil(last - 1e-9)
     return PowerReport(
         tasks=tasks,
         first_runs=first_runs,
@@ -175,7 +188,7 @@ def power_report(
         comparator_old_per_task=comparator_old_per_task,
         resolve_margin=policy.resolve_margin,
         expected_candidate_cells=cells,
-        max_candidate_cells=max_runs * tasks,
+        max_candidate_cells=round(last * tasks),
         power_cheaper20=power,
         promote_worse10=worse10,
         promote_worse_margin=at_margin,

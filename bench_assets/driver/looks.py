@@ -3,9 +3,10 @@
 After the first pass has paid the planned cells, the gate looks at the evidence before the
 decision is made. At a look before the last it may ask for more (``Decision.next_action``):
 
-* ``top_up`` — the evidence is inconclusive: ``top_up_runs`` more candidate runs per task, new
-  cell partitions ``<arm>.r<k>`` with ``k`` ≥ ``runs`` (visible in the UI, tagged
-  ``wfbench/look``);
+* ``top_up`` — the evidence is inconclusive: ``top_up_runs`` more candidate runs on every task,
+  or on the tasks the gate chose (``Look.top_up_tasks``; ``policy.top_up_share`` below every
+  task's worth of cells), new cell partitions ``<arm>.r<k>`` with ``k`` ≥ that task's planned
+  runs (visible in the UI, tagged ``wfbench/look``);
 * ``repay_comparator`` — the comparator's reused evidence drifted beyond the tolerance: its
   reused cells are re-planned as fresh (kind ``drift``) and its pooled history is set aside (once
   per generation, whatever ``max_looks``: the look that asks cannot promote, so it spends no
@@ -14,8 +15,9 @@ decision is made. At a look before the last it may ask for more (``Decision.next
 Each such look is written as a :class:`~bench_assets.decision.manifest.LookRecord` *before* its
 cells are merged into the task manifests and paid, so a killed generation resumes at the same look
 with the same cells; the final decision (the ``promotion_decision`` asset) reads the records and is
-the next look, with every earlier look's statistics in ``paired_v2.looks``. The levels are split
-over ``max_looks`` whatever happens, so stopping early or late never inflates the error rates.
+the next look, with every earlier look's statistics in ``paired_v2.looks`` (a partial top-up's
+chosen tasks among them). The errors are spent over the observed information fractions whatever
+happens, so stopping early or late never inflates the error rates.
 """
 
 import datetime as dt
@@ -43,30 +45,48 @@ from bench_assets.kernel.store import ArtifactStore
 
 
 def _top_up(
-    payer: CellPayer, cand: str, tasks: list[str], first: int, look: int
+    payer: CellPayer, cand: str, tasks: list[str], first: dict[str, int], look: int
 ) -> tuple[list[ManifestCell], list[PlannedCell]]:
-    """Plan ``top_up_runs`` more candidate runs from run ``first`` on every task it applies to."""
+    """Plan ``top_up_runs`` more candidate runs on each task of ``first`` it applies to, from
+    that task's run ``first[task]`` on (every task, or a partial top-up's chosen ones)."""
     from bench_assets.defs.cells import load_cell_inputs
     from bench_assets.defs.resources import BenchResource
 
     bench = payer.bench
-    runs = range(first, first + bench.config.policy.top_up_runs)
+    step = bench.config.policy.top_up_runs
     roles = {n: a.role for n, a in bench.config.arms.items()}
     res = BenchResource(tasks_dir=str(bench.root), artifact_root=payer.artifact_root)
     now = dt.datetime.now(dt.UTC)
     cells: list[ManifestCell] = []
     planned: list[PlannedCell] = []
-    applies = [t for t in tasks if cand in bench.arms_for(t)]
-    keys = [(t, cand, r) for t in applies for r in runs]
+    applies = [t for t in tasks if t in first and cand in bench.arms_for(t)]
+    keys = [(t, cand, r) for t in applies for r in range(first[t], first[t] + step)]
     prior = prior_cells(payer.instance, None, keys, roles)  # one bulk lookup for every task
     for task in applies:
         inputs = load_cell_inputs(payer.instance, res, task, candidate=True)
+        runs = range(first[task], first[task] + step)
         plan = plan_task(
             bench, task, inputs, prior, payer.generation, now, [cand], tasks=tasks, runs=runs
         )
         planned += plan
         cells += [c.model_copy(update={"look": look}) for c in manifest_cells(plan, prior)]
     return cells, planned
+
+
+def planned_per_task(
+    looks: list[LookRecord], tasks: list[str], every: int, step: int
+) -> dict[str, int]:
+    """Candidate runs planned per task: ``every`` (the first look's runs and the top-ups that
+    paid every task) plus ``step`` (the policy's ``top_up_runs``) for each partial top-up that
+    chose the task (the gate's choice, recorded in the look's ``statistics.top_up_tasks``)."""
+    out = dict.fromkeys(tasks, every)
+    for rec in looks:
+        chosen = rec.statistics.top_up_tasks
+        if rec.action == "top_up" and chosen is not None:
+            for t in chosen:
+                if t in out:
+                    out[t] += step
+    return out
 
 
 def _repay(folder: Path, inc: str, look: int) -> tuple[list[ManifestCell], list[PlannedCell]]:
@@ -193,9 +213,13 @@ def sequential_looks(
             return planned_now, True
         runs_now = seen.candidate_runs
         if decision.next_action == "top_up":
-            cells, planned = _top_up(payer, cand, tasks, runs_now, len(looks) + 2)
-            runs_after = runs_now + policy.top_up_runs
-            what = f"{policy.top_up_runs} more {cand} run(s) per task"
+            have = planned_per_task(looks, tasks, runs_now, policy.top_up_runs)
+            chosen = stats.top_up_tasks
+            pay = have if chosen is None else {t: have[t] for t in chosen if t in have}
+            cells, planned = _top_up(payer, cand, tasks, pay, len(looks) + 2)
+            runs_after = runs_now + policy.top_up_runs if chosen is None else runs_now
+            where = "per task" if chosen is None else f"on {len(pay)} of {len(tasks)} tasks"
+            what = f"{policy.top_up_runs} more {cand} run(s) {where}"
         else:
             cells, planned = _repay(folder, inc, len(looks) + 2)
             runs_after = runs_now

@@ -343,6 +343,8 @@ def decide(inp: GateInput) -> Decision:
             by_task.setdefault(o.task, {}).setdefault(o.arm, []).append(o)
         for t in tasks:
             paired2.check_task(t, inp, by_task.get(t.task, {}))
+            if policy.name == "paired":
+                paired3.missing_top_ups(t, inp, by_task.get(t.task, {}))
     else:
         for t in tasks:
             _check_task(t, policy)

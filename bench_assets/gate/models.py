@@ -11,12 +11,20 @@ record shape in one place; it holds no logic beyond parsing old schema versions.
 
 from typing import Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from bench_assets.config.models import POLICY_READS, PolicyConfig
 from bench_assets.kernel.errorkinds import ErrorKind
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Version of the :class:`Decision` JSON layout. 2: gate v2 (``paired_v2``, ``next_action``).
 3: ``integrity`` (cheat counts per arm and the integrity veto) and the ``veto`` effect; a stored
 schema-2 decision reads back with ``integrity`` ``None`` (not recorded, never "no cheat").
@@ -26,7 +34,10 @@ by the v2 rules and reads back as ``paired_v2``. 5: gate v3's ``regression_veto`
 policy's ``regression_test``; a stored schema-4 ``paired`` decision reads back with
 ``regression_test: bonferroni``, the rule it was decided by. 6: the policy's
 ``standard_error`` (gate v3's run-level standard errors); a stored schema-4 or -5 ``paired``
-decision reads back with ``standard_error: conservative``, the rule it was decided by."""
+decision reads back with ``standard_error: conservative``, the rule it was decided by.
+7: the policy's ``top_up_share`` and a look's ``top_up_tasks`` (partial top-ups); a stored
+schema-4 to -6 ``paired`` decision reads back with ``top_up_share`` 1 (every top-up paid
+every task)."""
 
 DecisionKind = Literal["promote", "keep_incumbent", "insufficient_evidence"]
 Effect = Literal["veto", "insufficient", "keep", "inconclusive", "pass", "info"]
@@ -397,6 +408,24 @@ class Look(_Model):
     """Gate v3: the resolve test's one-sided futility level at this look (0: none)."""
     futility_cost: float | None = None
     """Gate v3: the cost test's one-sided futility level at this look (0: none)."""
+    candidate_runs_mean: float | None = None
+    """Gate v3 (schema ≥ 7): the mean valid candidate runs per counted task at this look (with
+    partial top-ups the tasks differ; ``candidate_runs_per_task`` is the fewest)."""
+    top_up_tasks: list[str] | None = None
+    """Gate v3 with ``top_up_share`` < 1, a look that tops up: the tasks the top-up pays (the
+    ones with the fewest planned candidate runs, ties broken by a digest of the look and task
+    id; :func:`bench_assets.gate.sequential.top_up_tasks`). ``None``: every task. This field
+    and ``candidate_runs_mean`` are left out of the stored document when ``None``, so looks of
+    schema ≤ 6 (and gate v2's) read and write back unchanged."""
+
+    @model_serializer(mode="wrap")
+    def _omit_every_task(self, handler: SerializerFunctionWrapHandler) -> object:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in ("candidate_runs_mean", "top_up_tasks"):
+                if key in data and data[key] is None:
+                    del data[key]
+        return data
 
 
 class SequentialDesign(_Model):
@@ -605,12 +634,14 @@ class Decision(_Model):
         """A decision stored before schema 4 reads back under the rules it was decided by: one
         named ``paired`` as ``paired_v2`` (its policy too), and its stored policy keeps only the
         settings that policy reads (the others had no effect on it, and some defaults moved)."""
-        if not isinstance(data, dict) or data.get("schema_version", SCHEMA_VERSION) >= 6:
+        if not isinstance(data, dict) or data.get("schema_version", SCHEMA_VERSION) >= 7:
             return data
+        if data.get("schema_version") == 6:
+            return _schema_6(data)
         if data.get("schema_version") == 5:
-            return _schema_5(data)
+            return _schema_6(_schema_5(data))
         if data.get("schema_version") == 4:
-            return _schema_5(_schema_4(data))
+            return _schema_6(_schema_5(_schema_4(data)))
         name = data.get("policy_name")
         if name == "paired":
             name = "paired_v2"
@@ -637,6 +668,15 @@ def _schema_5(data: dict[str, object]) -> dict[str, object]:
     if data.get("policy_name") != "paired" or not isinstance(policy, dict):
         return data
     return {**data, "policy": {"standard_error": "conservative", **policy}}
+
+
+def _schema_6(data: dict[str, object]) -> dict[str, object]:
+    """A schema-4 to -6 gate v3 decision's top-ups paid every task (``top_up_share`` did not
+    exist; its default is now a share of the first look's cells)."""
+    policy = data.get("policy")
+    if data.get("policy_name") != "paired" or not isinstance(policy, dict):
+        return data
+    return {**data, "policy": {"top_up_share": 1.0, **policy}}
 
 
 GateInput.model_rebuild()

@@ -8,11 +8,16 @@ fire. ``bench/gate_calibration.py`` measures every rule below at 10, 20, 50 and 
 The per-task evidence rules, the pooled history, the total-spend rule and the integrity veto are
 v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min_counted_tasks``):
 
-1. **A group-sequential design.** Look ``k`` (``GateInput.look``) comes after
-   ``m_k = runs + (k − 1)·top_up_runs`` candidate runs per task, at most ``max_looks`` looks. Each
-   test's *observed information fraction* is ``t_k = V(M)/V(m_k)``, its variance of the mean at
-   the last look's ``M`` runs over its variance at ``m_k`` (the binomial and run-level variance
-   components of this look's evidence; 1 at the last look). Its error is spent by Lan–DeMets
+1. **A group-sequential design.** Look ``k`` (``GateInput.look``) comes after ``k − 1``
+   top-ups, at most ``max_looks`` looks. A top-up adds ``top_up_share`` of the first look's
+   candidate cells: ``top_up_runs`` more runs on every task, or (a finer step, issue 23's
+   50-task row) on the tasks with the fewest planned runs, ties broken by a digest of the look
+   and task id (:func:`~bench_assets.gate.sequential.top_up_tasks`; the chosen tasks are in the
+   look's ``top_up_tasks``, a chosen task's missing top-up run is insufficient). Each test's
+   *observed information fraction* is ``t_k = V(M)/V(m_k)``, its variance of the mean at the
+   last look's runs ``M`` over its variance at this look's ``m_k`` (the binomial and run-level
+   variance components of this look's evidence, per task with the runs each task had at each
+   look when top-ups are partial; 1 at the last look). Its error is spent by Lan–DeMets
    (``spending``: Pocock type by default, O'Brien–Fleming type on request) over the fractions
    of looks ``1..k``
    (:mod:`bench_assets.gate.sequential`); the boundary becomes a one-sided nominal level
@@ -64,6 +69,7 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
 import math
 import statistics
 
+from bench_assets.config.models import PolicyConfig
 from bench_assets.gate import paired2, regression
 from bench_assets.gate import pairedkit as kit
 from bench_assets.gate.folding import Task
@@ -82,7 +88,13 @@ from bench_assets.gate.models import (
     SpendRatio,
 )
 from bench_assets.gate.numerics import pct, quantile
-from bench_assets.gate.sequential import nominal, spent
+from bench_assets.gate.sequential import (
+    nominal,
+    planned_after,
+    spent,
+    top_up_count,
+    top_up_tasks,
+)
 from bench_assets.kernel.errorkinds import is_excluded
 
 NextStep = paired2.NextStep
@@ -131,7 +143,14 @@ def _drift(tasks: list[Task], inp: GateInput, rows: Rows) -> DriftEstimate:
 
 
 class _Schedule:
-    """The design's runs per look and the information fractions of looks ``1..look``."""
+    """The design's runs per look and the information fractions of looks ``1..look``.
+
+    With every top-up paying every task (``top_up_share`` 1) a look's runs are the mean valid
+    runs now less the top-ups since. With partial top-ups each task's runs at look ``j`` are its
+    valid runs now less the top-ups after look ``j`` that paid it (``Look.top_up_tasks`` of the
+    prior looks), and its runs at the last look follow :func:`~bench_assets.gate.sequential.
+    planned_after`: the fractions are built per task from what each task had.
+    """
 
     def __init__(self, inp: GateInput, counted: list[Task]) -> None:
         policy = inp.policy
@@ -141,20 +160,103 @@ class _Schedule:
         n = max(1, len(counted))
         self.now = sum(t.cand.valid for t in counted) / n
         step = policy.top_up_runs
-        self.first = max(1.0, self.now - (self.look - 1) * step)
-        self.runs = [max(1.0, self.now - (self.look - j) * step) for j in range(1, self.look + 1)]
-        self.final = self.now + (policy.max_looks - self.look) * step
+        self.planned = planned_candidate_runs(inp)
+        tops = [(lk.look, lk.top_up_tasks) for lk in inp.prior_looks if lk.action == "top_up"]
+        fulls = sum(ts is None for _, ts in tops)
+        first_runs = inp.planned_runs.get(inp.candidate_arm, 0) - fulls * step
+        if first_runs < 1:  # no plan given (an ad-hoc input): the runs the tasks have
+            first_runs = max(1, round(self.now) - len(tops) * step)
+        tasks = max(1, len(inp.tasks))
+        self.count = top_up_count(tasks, first_runs, policy.top_up_share, step)
+        # Per task only when every top-up before this look is on record; an ad-hoc decision
+        # (the last look, no looks recorded) reads the design's schedule on the mean, as before.
+        self.partial = (self.count < tasks or any(ts is not None for _, ts in tops)) and len(
+            tops
+        ) == self.look - 1
+        mean_step = step * self.count / tasks
+        self.task_runs: dict[str, list[float]] = {}
+        self.task_final: dict[str, float] = {}
+        if self.partial:
+            final = planned_after(
+                inp.tasks,
+                self.planned,
+                self.count,
+                self.look,
+                policy.max_looks - self.look,
+                step,
+            )
+            for t in counted:
+                paid = [i for i, ts in tops if ts is None or t.task in ts]
+                self.task_runs[t.task] = [
+                    max(1.0, t.cand.valid - step * sum(i >= j for i in paid))
+                    for j in range(1, self.look + 1)
+                ]
+                more = final.get(t.task, 0) - self.planned.get(t.task, 0)
+                self.task_final[t.task] = t.cand.valid + more
+            self.first = sum(r[0] for r in self.task_runs.values()) / n
+            self.final = sum(self.task_final.values()) / n
+            self.runs = [sum(r[j] for r in self.task_runs.values()) / n for j in range(self.look)]
+        else:  # every task topped up each time (mean_step = step, the rule before partial ones)
+            self.first = max(1.0, self.now - (self.look - 1) * mean_step)
+            self.runs = [
+                max(1.0, self.now - (self.look - j) * mean_step) for j in range(1, self.look + 1)
+            ]
+            self.final = self.now + (policy.max_looks - self.look) * mean_step
 
-    def fractions(self, fixed: float, per_run: float) -> list[float]:
-        """``V(M)/V(m_j)`` for a variance ``fixed + per_run/m`` (1 at the last look)."""
+    def fractions(self, parts: list[tuple[str, float, float]]) -> list[float]:
+        """``V(M)/V(m_j)`` for a variance ``Σ fixed_t + per_run_t/m_t`` over the tasks
+        ``(task, fixed_t, per_run_t)`` of ``parts`` (1 at the last look)."""
+        fixed = per_run = 0.0
+        for _, f, r in parts:
+            fixed += f
+            per_run += r
         out = []
-        for j, m in enumerate(self.runs, start=1):
+        for j in range(1, self.look + 1):
             if self.last and j == self.look:
                 out.append(1.0)
                 continue
-            v_m = fixed + per_run / m
-            out.append((fixed + per_run / self.final) / v_m if v_m > 0 else 1.0)
-        return out
+            if self.partial:
+                v_m = math.fsum(f + r / self.task_runs[t][j - 1] for t, f, r in parts)
+                v_final = math.fsum(f + r / self.task_final[t] for t, f, r in parts)
+            else:
+                m = self.runs[j - 1]
+                v_m = fixed + per_run / m
+                v_final = fixed + per_run / self.final
+            out.append(v_final / v_m if v_m > 0 else 1.0)
+        # An earlier look with (to the design's 2 decimals) all of the last look's information
+        # bought nothing: it is no look of its own (an ad-hoc input at one run per task reads
+        # every imagined look at the same runs; the boundary recursion needs information to grow).
+        return [v for v in out[:-1] if v < 0.995] + out[-1:]
+
+
+def planned_candidate_runs(inp: GateInput) -> dict[str, int]:
+    """Candidate runs planned per task: ``planned_runs`` (the first look's runs and every top-up
+    that paid every task) plus ``top_up_runs`` for each prior partial top-up that listed it."""
+    base = inp.planned_runs.get(inp.candidate_arm, 0)
+    step = inp.policy.top_up_runs
+    out = dict.fromkeys(inp.tasks, base)
+    for lk in inp.prior_looks:
+        if lk.action == "top_up" and lk.top_up_tasks is not None:
+            for t in lk.top_up_tasks:
+                if t in out:
+                    out[t] += step
+    return out
+
+
+def missing_top_ups(t: Task, inp: GateInput, rows: dict[str, list[RunOutcome]]) -> None:
+    """A run a partial top-up planned for this task and that has no outcome: insufficient, like
+    any missing cell (the runs below ``planned_runs`` are checked by the v2 task rules)."""
+    planned = planned_candidate_runs(inp).get(t.task, 0)
+    have = {o.run for o in rows.get(inp.candidate_arm, []) if not o.pooled}
+    first = inp.planned_runs.get(inp.candidate_arm, 0)
+    missing = [r for r in range(first, planned) if r not in have]
+    if missing:
+        t.add(
+            "missing_cells",
+            "insufficient",
+            f"{t.task}: candidate top-up run(s) {', '.join(f'r{r}' for r in missing)} have "
+            "no outcome (a missing cell never passes).",
+        )
 
 
 def _levels(policy_error: float, futility: float, ts: list[float], kind: str, last: bool):  # type: ignore[no-untyped-def]
@@ -171,19 +273,19 @@ def _resolve(
     d = [t.cand.resolved / t.cand.valid - t.inc.resolved / t.inc.valid for t in counted]
     mean = _mean(d)
     se_cluster = statistics.stdev(d) / math.sqrt(n)
-    floor = fixed = per_run = 0.0
+    floor = 0.0
+    parts: list[tuple[str, float, float]] = []
     for t in counted:
         pc = (t.cand.resolved + 0.5) / (t.cand.valid + 1)
         pi = (t.inc.resolved + 0.5) / (t.inc.valid + 1)
         floor += pc * (1 - pc) / t.cand.valid + pi * (1 - pi) / t.inc.valid
-        fixed += pi * (1 - pi) / t.inc.valid
-        per_run += pc * (1 - pc)
+        parts.append((t.task, pi * (1 - pi) / t.inc.valid, pc * (1 - pc)))
     se_floor = math.sqrt(floor) / n
     model = policy.standard_error == "model" and all(
         t.cand.valid >= 2 and t.inc.valid >= 2 for t in counted
     )
     se = se_floor if model else max(se_cluster, se_floor)
-    ts = sched.fractions(fixed, per_run)
+    ts = sched.fractions(parts)
     a, f = _levels(policy.resolve_error, policy.futility_error, ts, policy.spending, sched.last)
     df = None if model else n - 1
     q = quantile(1 - a, df) if a > 0 else math.inf
@@ -283,11 +385,11 @@ def _cost(
     delta = drift.estimate or 0.0
     delta_var = (drift.se or 0.0) ** 2
     xs: list[float] = []
-    floor = fixed = per_run = 0.0
+    floor = 0.0
+    info: list[tuple[str, float, float]] = []
     old_only = 0
-    for cand, fresh, old in parts:
+    for t, (cand, fresh, old) in zip(counted, parts, strict=True):
         c = _mean(cand)
-        per_run += s2
         if fresh and old:
             xs.append(c - (1 - w) * _mean(old) - w * _mean(fresh))
             comp = (1 - w) ** 2 / len(old) + w**2 / len(fresh)
@@ -299,13 +401,13 @@ def _cost(
             comp = 1 / len(old)
             old_only += 1
         floor += s2 * (1 / len(cand) + comp)
-        fixed += s2 * comp
+        info.append((t.task, s2 * comp, s2))
     floor += (old_only * w) ** 2 * delta_var
     mean = _mean(xs)
     sd = statistics.stdev(xs)
     model = policy.standard_error == "model" and df_within >= n - 1
     se = math.sqrt(floor) / n if model else max(sd / math.sqrt(n), math.sqrt(floor) / n)
-    ts = sched.fractions(fixed, per_run)
+    ts = sched.fractions(info)
     a, f = _levels(policy.cost_error, policy.futility_error, ts, policy.spending, sched.last)
     if se == 0.0:
         findings.append(kit.zero_variance(policy))
@@ -382,6 +484,20 @@ def _spend(
     return kit.spend_verdict(cand / comp, inp, "drift-corrected comparator", findings)
 
 
+def _partial_top_up_finding(look: int, policy: PolicyConfig, chosen: list[str], n: int) -> Finding:
+    shown = ", ".join(chosen[:8]) + (f", … ({len(chosen) - 8} more)" if len(chosen) > 8 else "")
+    return Finding(
+        rule="sequential",
+        effect="insufficient",
+        task=None,
+        message=f"look {look}/{policy.max_looks} inconclusive: the planner pays "
+        f"{policy.top_up_runs} more candidate run(s) on {len(chosen)} of {n} tasks "
+        f"(top_up_share {policy.top_up_share:g} of the first look's cells: the tasks with the "
+        "fewest planned candidate "
+        f"runs, ties broken by SHA-256 of look and task id): {shown}; the gate looks again.",
+    )
+
+
 def check_set(
     inp: GateInput, tasks: list[Task], outcomes: list[RunOutcome], findings: list[Finding]
 ) -> tuple[PairedV2Statistics, NextStep]:
@@ -422,6 +538,7 @@ def check_set(
 
     effects = {f.effect for f in findings}
     action: NextStep = "decide"
+    chosen: list[str] | None = None
     futile = any(
         f.rule in ("noninferiority", "cost_improvement") and f.effect == "keep" for f in findings
     )
@@ -448,7 +565,11 @@ def check_set(
         and "inconclusive" in effects
     ):
         action = "top_up"
-        findings.append(kit.top_up_finding(sched.look, sched.max_looks, policy.top_up_runs))
+        if sched.count < len(inp.tasks):
+            chosen = top_up_tasks(inp.tasks, sched.planned, sched.count, sched.look)
+            findings.append(_partial_top_up_finding(sched.look, policy, chosen, len(inp.tasks)))
+        else:
+            findings.append(kit.top_up_finding(sched.look, sched.max_looks, policy.top_up_runs))
     look = Look(
         look=sched.look,
         max_looks=policy.max_looks,
@@ -463,6 +584,8 @@ def check_set(
         information_cost=info_c,
         futility_resolve=f_r,
         futility_cost=f_c,
+        candidate_runs_mean=sched.now if counted else None,
+        top_up_tasks=chosen,
     )
     design = SequentialDesign(
         max_looks=policy.max_looks,

@@ -21,11 +21,13 @@ power report.
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import NormalDist
 
 import numpy as np
 import numpy.typing as npt
+
+from bench_assets.kernel.hashing import sha256_text
 
 _N = NormalDist()
 _GRID = 0.04
@@ -224,3 +226,51 @@ def crossing(
             z, dens = _propagate(z, dens, prev, t, lo, hi, drift)
         prev = t
     return ups, downs
+
+
+def top_up_count(tasks: int, first_runs: int, share: float, step: int) -> int:
+    """How many tasks a top-up pays (``PolicyConfig.top_up_share``): enough for ``share`` of
+    the first look's candidate cells (``first_runs`` per task) at ``step`` runs each, at least
+    one task and at most every task."""
+    want = math.ceil(share * first_runs * tasks / max(1, step) - 1e-9)
+    return min(tasks, max(1, want))
+
+
+def top_up_tasks(
+    tasks: Sequence[str], planned: Mapping[str, int], count: int, look: int
+) -> list[str]:
+    """The ``count`` tasks a partial top-up after look ``look`` pays.
+
+    The tasks with the fewest planned candidate runs, ties broken by the SHA-256 of
+    ``"<look>/<task>"``: fixed by the task ids and the look number alone, so no outcome (nothing
+    the agent produced) steers which tasks get more runs, and every task's rate stays an
+    unbiased mean of its runs. Successive top-ups go round the tasks before any gets a second.
+
+    Args:
+        tasks: The planned task ids.
+        planned: Candidate runs planned per task so far (a task not listed: 0).
+        count: How many tasks to pay (:func:`top_up_count`).
+        look: The look that asks for the top-up.
+
+    Returns:
+        The chosen task ids, sorted.
+    """
+    order = sorted(tasks, key=lambda t: (planned.get(t, 0), sha256_text(f"{look}/{t}")))
+    return sorted(order[: max(0, count)])
+
+
+def planned_after(
+    tasks: Sequence[str],
+    planned: Mapping[str, int],
+    count: int,
+    look: int,
+    looks_left: int,
+    step: int,
+) -> dict[str, int]:
+    """Candidate runs per task after ``looks_left`` more top-ups of ``count`` tasks (the first
+    after look ``look``) by :func:`top_up_tasks`: the design's runs at its last look."""
+    out = {t: planned.get(t, 0) for t in tasks}
+    for k in range(looks_left):
+        for t in top_up_tasks(tasks, out, count, look + k):
+            out[t] += step
+    return out

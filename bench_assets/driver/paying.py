@@ -21,7 +21,8 @@ from bench_assets.decision.manifest import ManifestCell, accept
 from bench_assets.defs.resources import latest_metadata
 from bench_assets.driver.cellbatch import batch_job, cell_groups
 from bench_assets.driver.inputs import run_pool_granularity
-from bench_assets.driver.runqueue import Executor, Finished, Job
+from bench_assets.driver.runqueue import Executor
+from bench_assets.driver.runs import Finished, Job
 from bench_assets.driver.transaction import GEN_TAG, candidates, orphan_record, paid_attempts
 from bench_assets.generation.progress import GenerationTally
 from bench_assets.generation.queue import OutageBreaker, SpendCap

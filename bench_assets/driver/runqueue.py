@@ -39,9 +39,7 @@ from bench_assets.driver.instance import StepFailed, materialize
 
 # Finished and Job are imported under their own names so that they stay this module's too:
 # driver/paying.py reads them here with the Executor they go with.
-from bench_assets.driver.runs import Finished as Finished
-from bench_assets.driver.runs import Job as Job
-from bench_assets.driver.runs import RunWatch, assets_by_name, run_failure
+from bench_assets.driver.runs import Finished, Job, RunWatch, assets_by_name, run_failure
 from bench_assets.kernel.fsutil import atomic_write_text
 from bench_assets.sandbox import process as sandbox
 

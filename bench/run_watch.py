@@ -4,9 +4,9 @@ A generation at 1,000 tasks has about 9,000 open cells (claims) and 1,500 queued
 runs; the queue executor reads them every poll (0.5 s). This script makes ``--ids`` runs in a
 fresh sqlite instance (as many as open claims, most of which have no run yet: ``--with-runs``
 of them do), changes ``--changed`` of them between two polls, and prints, side by side, the
-milliseconds per poll of reading every id (``instance.get_runs(RunsFilter(run_ids=...))``, the
-code before) and of a :class:`~bench_assets.driver.runs.RunWatch` between its full reads, and
-their ratio.
+milliseconds per poll (polls 0.5 s apart, as the driver's, after the runs were made) of reading
+every id (``instance.get_runs(RunsFilter(run_ids=...))``, the code before) and of a
+:class:`~bench_assets.driver.runs.RunWatch` between its full reads, and their ratio.
 
 Run: ``.venv/bin/python bench/run_watch.py [--ids 9000] [--with-runs 3000] [--changed 10]
 [--polls 10]``.
@@ -26,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import dagster as dg  # noqa: E402
 
 from bench_assets.driver.runs import RunWatch  # noqa: E402
+
+POLL_S = 0.5
+"""The queue executor's poll interval."""
 
 
 def main() -> None:
@@ -48,11 +51,13 @@ def main() -> None:
             f"[run_watch] {args.with_runs} runs made in {time.monotonic() - started:.1f} s",
             file=sys.stderr,
         )
+        time.sleep(RunWatch.MARGIN_S + 1)  # made a while ago, as in a generation's steady state
         watch = RunWatch(instance)
         watch.read(ids)  # the first, full read
         plain: list[float] = []
         watched: list[float] = []
         for k in range(args.polls):
+            time.sleep(POLL_S)
             for rid in ids[k * args.changed : (k + 1) * args.changed]:
                 run = instance.get_run_by_id(rid)
                 if run is not None and not run.is_finished:

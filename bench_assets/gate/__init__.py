@@ -149,7 +149,7 @@ import datetime as dt
 from fractions import Fraction
 
 from bench_assets.config.models import PolicyConfig
-from bench_assets.gate import folding, integrity, paired, paired2, paired3, strict
+from bench_assets.gate import folding, integrity, paired, paired2, paired3, sequential, strict
 from bench_assets.gate.folding import Task
 from bench_assets.gate.models import (
     SCHEMA_VERSION,
@@ -344,7 +344,7 @@ def decide(inp: GateInput) -> Decision:
         for t in tasks:
             paired2.check_task(t, inp, by_task.get(t.task, {}))
             if policy.name == "paired":
-                paired3.missing_top_ups(t, inp, by_task.get(t.task, {}))
+                sequential.missing_top_ups(t, inp, by_task.get(t.task, {}))
     else:
         for t in tasks:
             _check_task(t, policy)

@@ -69,7 +69,6 @@ v2's (:mod:`bench_assets.gate.paired2`). Over the *n* counted tasks (n ≥ ``min
 import math
 import statistics
 
-from bench_assets.config.models import PolicyConfig
 from bench_assets.gate import paired2, regression
 from bench_assets.gate import pairedkit as kit
 from bench_assets.gate.folding import Task
@@ -89,10 +88,10 @@ from bench_assets.gate.models import (
 )
 from bench_assets.gate.numerics import pct, quantile
 from bench_assets.gate.sequential import (
+    LookSchedule,
     nominal,
-    planned_after,
+    partial_top_up_finding,
     spent,
-    top_up_count,
     top_up_tasks,
 )
 from bench_assets.kernel.errorkinds import is_excluded
@@ -142,123 +141,6 @@ def _drift(tasks: list[Task], inp: GateInput, rows: Rows) -> DriftEstimate:
     return DriftEstimate(**base, estimate=mean, upper=hi, lower=lo, se=se, verdict=verdict)  # type: ignore[arg-type]
 
 
-class _Schedule:
-    """The design's runs per look and the information fractions of looks ``1..look``.
-
-    With every top-up paying every task (``top_up_share`` 1) a look's runs are the mean valid
-    runs now less the top-ups since. With partial top-ups each task's runs at look ``j`` are its
-    valid runs now less the top-ups after look ``j`` that paid it (``Look.top_up_tasks`` of the
-    prior looks), and its runs at the last look follow :func:`~bench_assets.gate.sequential.
-    planned_after`: the fractions are built per task from what each task had.
-    """
-
-    def __init__(self, inp: GateInput, counted: list[Task]) -> None:
-        policy = inp.policy
-        self.look = min(inp.look, policy.max_looks)
-        self.max_looks = policy.max_looks
-        self.last = self.look >= policy.max_looks
-        n = max(1, len(counted))
-        self.now = sum(t.cand.valid for t in counted) / n
-        step = policy.top_up_runs
-        self.planned = planned_candidate_runs(inp)
-        tops = [(lk.look, lk.top_up_tasks) for lk in inp.prior_looks if lk.action == "top_up"]
-        fulls = sum(ts is None for _, ts in tops)
-        first_runs = inp.planned_runs.get(inp.candidate_arm, 0) - fulls * step
-        if first_runs < 1:  # no plan given (an ad-hoc input): the runs the tasks have
-            first_runs = max(1, round(self.now) - len(tops) * step)
-        tasks = max(1, len(inp.tasks))
-        self.count = top_up_count(tasks, first_runs, policy.top_up_share, step)
-        # Per task only when every top-up before this look is on record; an ad-hoc decision
-        # (the last look, no looks recorded) reads the design's schedule on the mean, as before.
-        self.partial = (self.count < tasks or any(ts is not None for _, ts in tops)) and len(
-            tops
-        ) == self.look - 1
-        mean_step = step * self.count / tasks
-        self.task_runs: dict[str, list[float]] = {}
-        self.task_final: dict[str, float] = {}
-        if self.partial:
-            final = planned_after(
-                inp.tasks,
-                self.planned,
-                self.count,
-                self.look,
-                policy.max_looks - self.look,
-                step,
-            )
-            for t in counted:
-                paid = [i for i, ts in tops if ts is None or t.task in ts]
-                self.task_runs[t.task] = [
-                    max(1.0, t.cand.valid - step * sum(i >= j for i in paid))
-                    for j in range(1, self.look + 1)
-                ]
-                more = final.get(t.task, 0) - self.planned.get(t.task, 0)
-                self.task_final[t.task] = t.cand.valid + more
-            self.first = sum(r[0] for r in self.task_runs.values()) / n
-            self.final = sum(self.task_final.values()) / n
-            self.runs = [sum(r[j] for r in self.task_runs.values()) / n for j in range(self.look)]
-        else:  # every task topped up each time (mean_step = step, the rule before partial ones)
-            self.first = max(1.0, self.now - (self.look - 1) * mean_step)
-            self.runs = [
-                max(1.0, self.now - (self.look - j) * mean_step) for j in range(1, self.look + 1)
-            ]
-            self.final = self.now + (policy.max_looks - self.look) * mean_step
-
-    def fractions(self, parts: list[tuple[str, float, float]]) -> list[float]:
-        """``V(M)/V(m_j)`` for a variance ``Σ fixed_t + per_run_t/m_t`` over the tasks
-        ``(task, fixed_t, per_run_t)`` of ``parts`` (1 at the last look)."""
-        fixed = per_run = 0.0
-        for _, f, r in parts:
-            fixed += f
-            per_run += r
-        out = []
-        for j in range(1, self.look + 1):
-            if self.last and j == self.look:
-                out.append(1.0)
-                continue
-            if self.partial:
-                v_m = math.fsum(f + r / self.task_runs[t][j - 1] for t, f, r in parts)
-                v_final = math.fsum(f + r / self.task_final[t] for t, f, r in parts)
-            else:
-                m = self.runs[j - 1]
-                v_m = fixed + per_run / m
-                v_final = fixed + per_run / self.final
-            out.append(v_final / v_m if v_m > 0 else 1.0)
-        # An earlier look with (to the design's 2 decimals) all of the last look's information
-        # bought nothing: it is no look of its own (an ad-hoc input at one run per task reads
-        # every imagined look at the same runs; the boundary recursion needs information to grow).
-        return [v for v in out[:-1] if v < 0.995] + out[-1:]
-
-
-def planned_candidate_runs(inp: GateInput) -> dict[str, int]:
-    """Candidate runs planned per task: ``planned_runs`` (the first look's runs and every top-up
-    that paid every task) plus ``top_up_runs`` for each prior partial top-up that listed it."""
-    base = inp.planned_runs.get(inp.candidate_arm, 0)
-    step = inp.policy.top_up_runs
-    out = dict.fromkeys(inp.tasks, base)
-    for lk in inp.prior_looks:
-        if lk.action == "top_up" and lk.top_up_tasks is not None:
-            for t in lk.top_up_tasks:
-                if t in out:
-                    out[t] += step
-    return out
-
-
-def missing_top_ups(t: Task, inp: GateInput, rows: dict[str, list[RunOutcome]]) -> None:
-    """A run a partial top-up planned for this task and that has no outcome: insufficient, like
-    any missing cell (the runs below ``planned_runs`` are checked by the v2 task rules)."""
-    planned = planned_candidate_runs(inp).get(t.task, 0)
-    have = {o.run for o in rows.get(inp.candidate_arm, []) if not o.pooled}
-    first = inp.planned_runs.get(inp.candidate_arm, 0)
-    missing = [r for r in range(first, planned) if r not in have]
-    if missing:
-        t.add(
-            "missing_cells",
-            "insufficient",
-            f"{t.task}: candidate top-up run(s) {', '.join(f'r{r}' for r in missing)} have "
-            "no outcome (a missing cell never passes).",
-        )
-
-
 def _levels(policy_error: float, futility: float, ts: list[float], kind: str, last: bool):  # type: ignore[no-untyped-def]
     a = nominal(ts, policy_error, kind)
     f = 0.0 if last or futility <= 0 else nominal(ts, futility, kind)
@@ -266,7 +148,7 @@ def _levels(policy_error: float, futility: float, ts: list[float], kind: str, la
 
 
 def _resolve(
-    counted: list[Task], inp: GateInput, sched: _Schedule, findings: list[Finding]
+    counted: list[Task], inp: GateInput, sched: LookSchedule, findings: list[Finding]
 ) -> tuple[ResolveBound, float, float, float]:
     policy = inp.policy
     n = len(counted)
@@ -368,7 +250,7 @@ def _cost(
     inp: GateInput,
     rows: Rows,
     drift: DriftEstimate,
-    sched: _Schedule,
+    sched: LookSchedule,
     findings: list[Finding],
 ) -> tuple[CostTest | None, CostWeight, float, float, float]:
     policy = inp.policy
@@ -484,20 +366,6 @@ def _spend(
     return kit.spend_verdict(cand / comp, inp, "drift-corrected comparator", findings)
 
 
-def _partial_top_up_finding(look: int, policy: PolicyConfig, chosen: list[str], n: int) -> Finding:
-    shown = ", ".join(chosen[:8]) + (f", … ({len(chosen) - 8} more)" if len(chosen) > 8 else "")
-    return Finding(
-        rule="sequential",
-        effect="insufficient",
-        task=None,
-        message=f"look {look}/{policy.max_looks} inconclusive: the planner pays "
-        f"{policy.top_up_runs} more candidate run(s) on {len(chosen)} of {n} tasks "
-        f"(top_up_share {policy.top_up_share:g} of the first look's cells: the tasks with the "
-        "fewest planned candidate "
-        f"runs, ties broken by SHA-256 of look and task id): {shown}; the gate looks again.",
-    )
-
-
 def check_set(
     inp: GateInput, tasks: list[Task], outcomes: list[RunOutcome], findings: list[Finding]
 ) -> tuple[PairedV2Statistics, NextStep]:
@@ -524,7 +392,7 @@ def check_set(
             text += f"; above {pct(policy.drift_repay_above)}: re-pay the comparator's cells"
         findings.append(Finding(rule="drift", effect="info", task=None, message=text + "."))
     history = paired2._pooled(counted, inp, outcomes, findings)
-    sched = _Schedule(inp, counted)
+    sched = LookSchedule(inp, counted)
     resolve: ResolveBound | None = None
     cost: CostTest | None = None
     weight: CostWeight | None = None
@@ -567,7 +435,7 @@ def check_set(
         action = "top_up"
         if sched.count < len(inp.tasks):
             chosen = top_up_tasks(inp.tasks, sched.planned, sched.count, sched.look)
-            findings.append(_partial_top_up_finding(sched.look, policy, chosen, len(inp.tasks)))
+            findings.append(partial_top_up_finding(sched.look, policy, chosen, len(inp.tasks)))
         else:
             findings.append(kit.top_up_finding(sched.look, sched.max_looks, policy.top_up_runs))
     look = Look(

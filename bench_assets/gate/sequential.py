@@ -17,6 +17,12 @@ numpy release. Fractions are rounded to 2 decimals first (a design's error moves
 than the Monte-Carlo error of its calibration), so nearby looks share a cache entry.
 :func:`crossing` runs the same recursion with a drift and a lower (futility) boundary, for the
 power report.
+
+The looks' schedule lives here too: which tasks a partial top-up pays (:func:`top_up_tasks`,
+never from an outcome), the runs each task will have (:func:`planned_after`,
+:func:`planned_candidate_runs`), the information fractions of the looks so far from the runs each
+task had (:class:`LookSchedule`), and a planned top-up run with no outcome
+(:func:`missing_top_ups`).
 """
 
 import functools
@@ -27,6 +33,9 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
+from bench_assets.config.models import PolicyConfig
+from bench_assets.gate.folding import Task
+from bench_assets.gate.models import Finding, GateInput, RunOutcome
 from bench_assets.kernel.hashing import sha256_text
 
 _N = NormalDist()
@@ -274,3 +283,135 @@ def planned_after(
         for t in top_up_tasks(tasks, out, count, look + k):
             out[t] += step
     return out
+
+
+class LookSchedule:
+    """The design's runs per look and the information fractions of looks ``1..look``.
+
+    With every top-up paying every task (``top_up_share`` 1) a look's runs are the mean valid
+    runs now less the top-ups since. With partial top-ups each task's runs at look ``j`` are its
+    valid runs now less the top-ups after look ``j`` that paid it (``Look.top_up_tasks`` of the
+    prior looks), and its runs at the last look follow :func:`~bench_assets.gate.sequential.
+    planned_after`: the fractions are built per task from what each task had.
+    """
+
+    def __init__(self, inp: GateInput, counted: list[Task]) -> None:
+        policy = inp.policy
+        self.look = min(inp.look, policy.max_looks)
+        self.max_looks = policy.max_looks
+        self.last = self.look >= policy.max_looks
+        n = max(1, len(counted))
+        self.now = sum(t.cand.valid for t in counted) / n
+        step = policy.top_up_runs
+        self.planned = planned_candidate_runs(inp)
+        tops = [(lk.look, lk.top_up_tasks) for lk in inp.prior_looks if lk.action == "top_up"]
+        fulls = sum(ts is None for _, ts in tops)
+        first_runs = inp.planned_runs.get(inp.candidate_arm, 0) - fulls * step
+        if first_runs < 1:  # no plan given (an ad-hoc input): the runs the tasks have
+            first_runs = max(1, round(self.now) - len(tops) * step)
+        tasks = max(1, len(inp.tasks))
+        self.count = top_up_count(tasks, first_runs, policy.top_up_share, step)
+        # Per task only when every top-up before this look is on record; an ad-hoc decision
+        # (the last look, no looks recorded) reads the design's schedule on the mean, as before.
+        self.partial = (self.count < tasks or any(ts is not None for _, ts in tops)) and len(
+            tops
+        ) == self.look - 1
+        mean_step = step * self.count / tasks
+        self.task_runs: dict[str, list[float]] = {}
+        self.task_final: dict[str, float] = {}
+        if self.partial:
+            final = planned_after(
+                inp.tasks,
+                self.planned,
+                self.count,
+                self.look,
+                policy.max_looks - self.look,
+                step,
+            )
+            for t in counted:
+                paid = [i for i, ts in tops if ts is None or t.task in ts]
+                self.task_runs[t.task] = [
+                    max(1.0, t.cand.valid - step * sum(i >= j for i in paid))
+                    for j in range(1, self.look + 1)
+                ]
+                more = final.get(t.task, 0) - self.planned.get(t.task, 0)
+                self.task_final[t.task] = t.cand.valid + more
+            self.first = sum(r[0] for r in self.task_runs.values()) / n
+            self.final = sum(self.task_final.values()) / n
+            self.runs = [sum(r[j] for r in self.task_runs.values()) / n for j in range(self.look)]
+        else:  # every task topped up each time (mean_step = step, the rule before partial ones)
+            self.first = max(1.0, self.now - (self.look - 1) * mean_step)
+            self.runs = [
+                max(1.0, self.now - (self.look - j) * mean_step) for j in range(1, self.look + 1)
+            ]
+            self.final = self.now + (policy.max_looks - self.look) * mean_step
+
+    def fractions(self, parts: list[tuple[str, float, float]]) -> list[float]:
+        """``V(M)/V(m_j)`` for a variance ``Σ fixed_t + per_run_t/m_t`` over the tasks
+        ``(task, fixed_t, per_run_t)`` of ``parts`` (1 at the last look)."""
+        fixed = per_run = 0.0
+        for _, f, r in parts:
+            fixed += f
+            per_run += r
+        out = []
+        for j in range(1, self.look + 1):
+            if self.last and j == self.look:
+                out.append(1.0)
+                continue
+            if self.partial:
+                v_m = math.fsum(f + r / self.task_runs[t][j - 1] for t, f, r in parts)
+                v_final = math.fsum(f + r / self.task_final[t] for t, f, r in parts)
+            else:
+                m = self.runs[j - 1]
+                v_m = fixed + per_run / m
+                v_final = fixed + per_run / self.final
+            out.append(v_final / v_m if v_m > 0 else 1.0)
+        # An earlier look with (to the design's 2 decimals) all of the last look's information
+        # bought nothing: it is no look of its own (an ad-hoc input at one run per task reads
+        # every imagined look at the same runs; the boundary recursion needs information to grow).
+        return [v for v in out[:-1] if v < 0.995] + out[-1:]
+
+
+def planned_candidate_runs(inp: GateInput) -> dict[str, int]:
+    """Candidate runs planned per task: ``planned_runs`` (the first look's runs and every top-up
+    that paid every task) plus ``top_up_runs`` for each prior partial top-up that listed it."""
+    base = inp.planned_runs.get(inp.candidate_arm, 0)
+    step = inp.policy.top_up_runs
+    out = dict.fromkeys(inp.tasks, base)
+    for lk in inp.prior_looks:
+        if lk.action == "top_up" and lk.top_up_tasks is not None:
+            for t in lk.top_up_tasks:
+                if t in out:
+                    out[t] += step
+    return out
+
+
+def missing_top_ups(t: Task, inp: GateInput, rows: dict[str, list[RunOutcome]]) -> None:
+    """A run a partial top-up planned for this task and that has no outcome: insufficient, like
+    any missing cell (the runs below ``planned_runs`` are checked by the v2 task rules)."""
+    planned = planned_candidate_runs(inp).get(t.task, 0)
+    have = {o.run for o in rows.get(inp.candidate_arm, []) if not o.pooled}
+    first = inp.planned_runs.get(inp.candidate_arm, 0)
+    missing = [r for r in range(first, planned) if r not in have]
+    if missing:
+        t.add(
+            "missing_cells",
+            "insufficient",
+            f"{t.task}: candidate top-up run(s) {', '.join(f'r{r}' for r in missing)} have "
+            "no outcome (a missing cell never passes).",
+        )
+
+
+def partial_top_up_finding(look: int, policy: PolicyConfig, chosen: list[str], n: int) -> Finding:
+    """The finding of a look that tops up part of the tasks: which, and by what rule."""
+    shown = ", ".join(chosen[:8]) + (f", … ({len(chosen) - 8} more)" if len(chosen) > 8 else "")
+    return Finding(
+        rule="sequential",
+        effect="insufficient",
+        task=None,
+        message=f"look {look}/{policy.max_looks} inconclusive: the planner pays "
+        f"{policy.top_up_runs} more candidate run(s) on {len(chosen)} of {n} tasks "
+        f"(top_up_share {policy.top_up_share:g} of the first look's cells: the tasks with the "
+        "fewest planned candidate "
+        f"runs, ties broken by SHA-256 of look and task id): {shown}; the gate looks again.",
+    )

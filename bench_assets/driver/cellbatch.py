@@ -38,8 +38,8 @@ import dagster as dg
 from dagster._core.errors import DagsterRunAlreadyExists
 
 from bench_assets.defs.resources import BenchResource
-from bench_assets.driver.instance import StepFailed
-from bench_assets.driver.runs import Finished, Job, RunWatch, run_failure
+from bench_assets.driver.instance import StepFailed, run_quietly
+from bench_assets.driver.runs import Finished, Job, RunWatch, cancel_failure, run_failure
 
 CELL_BATCH_JOB = "cell_batch"
 CELL_BATCH_TAG = "wfbench/cell_batch"
@@ -143,7 +143,6 @@ def pay_batch(
     of its own and ``steal`` is given, the unclaimed cells ``steal`` returns, one at a time, until
     it returns none. Returns the cells (``task cell``) whose run failed. An interrupt (the batch
     canceled) propagates."""
-    from bench_assets.driver.instance import QUIET, _interrupts_kept, _run
 
     assets = cell_assets_in_batch(tasks_dir)
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
@@ -166,20 +165,20 @@ def pay_batch(
         if c["adopt_record_id"]:
             config["adopt_record_id"] = c["adopt_record_id"]
         try:
-            with _interrupts_kept():
-                result = jobs[name].execute_in_process(
-                    run_config={**QUIET, "ops": {name: {"config": config}}},
+            run_quietly(
+                lambda run_config: jobs[name].execute_in_process(
+                    run_config=run_config,
                     instance=instance,
                     partition_key=str(dg.MultiPartitionKey({"task": c["task"], "cell": c["cell"]})),
                     tags={**c["tags"], CELL_BATCH_TAG: batch_run_id},
                     run_id=c.get("claim") or None,
                     raise_on_error=False,
-                )
+                ),
+                {name: config},
+            )
         except DagsterRunAlreadyExists:
             progress(f"{label}: claimed by another batch")
             return False
-        try:
-            _run(result)
         except StepFailed as e:
             progress(f"{label}: {e}")
             failed.append(label)
@@ -296,12 +295,7 @@ def batch_outcomes(
         if job.label not in reported.setdefault(bid, set())
     ]
     ids = [claim for _, claim, _ in open_cells if claim]
-    if watch is not None:
-        cell_runs = watch.read(ids)
-    else:
-        cell_runs = (
-            {r.run_id: r for r in instance.get_runs(dg.RunsFilter(run_ids=ids))} if ids else {}
-        )
+    cell_runs = (watch or RunWatch(instance)).read(ids)  # a new watch reads every id
     # The batches running the unfinished cell runs, as they are now (a batch not this driver's
     # own is read from the instance).
     executors = {
@@ -334,7 +328,7 @@ def batch_outcomes(
             canceled = run.status == S.CANCELED
             failure = None
             if canceled:
-                failure = StepFailed(run.run_id, "RunCanceled", "run canceled")
+                failure = cancel_failure(run.run_id)
             elif not ok:
                 failure = run_failure(instance, run.run_id)
             out.append(Finished(job, run.run_id, ok, failure, canceled=canceled))
@@ -350,7 +344,7 @@ def batch_outcomes(
                 run, f"wfbench: its cell_batch run {executor} ended before it did"
             )
             if gone.status == S.CANCELED:
-                failure = StepFailed(executor, "RunCanceled", "run canceled")
+                failure = cancel_failure(executor)
                 out.append(Finished(job, run.run_id, False, failure, canceled=True))
             else:
                 why = run_failure(instance, executor)
@@ -364,7 +358,7 @@ def batch_outcomes(
             if claim and not void_claim(instance, claim, bid):
                 continue  # a batch claimed it just now: its run answers for it
             if end.status == S.CANCELED:
-                failure = StepFailed(bid, "RunCanceled", "run canceled")
+                failure = cancel_failure(bid)
                 out.append(Finished(job, bid, False, failure, canceled=True))
             elif bid in started or any(j.label in done for _, j in claims(batches[bid])):
                 again.append(job)

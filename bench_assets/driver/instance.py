@@ -68,11 +68,8 @@ def materialize(
     tags: dict[str, str] | None = None,
 ) -> None:
     """One quiet in-process run of ``assets``; a failed step raises :class:`StepFailed`."""
-    run_config: dict[str, Any] = dict(QUIET)
-    if op_config:
-        run_config["ops"] = {name: {"config": cfg} for name, cfg in op_config.items()}
-    with _interrupts_kept():
-        result = dg.materialize(
+    run_quietly(
+        lambda run_config: dg.materialize(
             assets,
             instance=instance,
             partition_key=partition_key,
@@ -80,7 +77,23 @@ def materialize(
             run_config=run_config,
             tags=tags,
             raise_on_error=False,
-        )
+        ),
+        op_config,
+    )
+
+
+def run_quietly(
+    execute: Callable[[dict[str, Any]], dg.ExecuteInProcessResult],
+    op_config: dict[str, dict[str, Any]] | None = None,
+) -> None:
+    """Run ``execute(run_config)`` (an in-process run, ``raise_on_error=False``) with the quiet
+    run config and ``op_config``, keeping a Ctrl-C that arrives meanwhile; a failed step raises
+    :class:`StepFailed`. What :func:`materialize` and a ``cell_batch``'s cells share."""
+    run_config: dict[str, Any] = dict(QUIET)
+    if op_config:
+        run_config["ops"] = {name: {"config": cfg} for name, cfg in op_config.items()}
+    with _interrupts_kept():
+        result = execute(run_config)
     _run(result)
 
 

@@ -39,7 +39,14 @@ from bench_assets.driver.instance import StepFailed, materialize
 
 # Finished and Job are imported under their own names so that they stay this module's too:
 # driver/paying.py reads them here with the Executor they go with.
-from bench_assets.driver.runs import Finished, Job, RunWatch, assets_by_name, run_failure
+from bench_assets.driver.runs import (
+    Finished,
+    Job,
+    RunWatch,
+    assets_by_name,
+    cancel_failure,
+    run_failure,
+)
 from bench_assets.kernel.fsutil import atomic_write_text
 from bench_assets.sandbox import process as sandbox
 
@@ -444,7 +451,7 @@ class QueueExecutor:
                 job,
                 run.run_id,
                 False,
-                StepFailed(run.run_id, "RunCanceled", "run canceled"),
+                cancel_failure(run.run_id),
                 canceled=True,
             )
         return Finished(job, run.run_id, False, run_failure(self.instance, run.run_id))

@@ -49,6 +49,11 @@ class Finished:
     canceled: bool = False
 
 
+def cancel_failure(run_id: str) -> StepFailed:
+    """How a canceled run (or the batch run a cell ran in) failed its job."""
+    return StepFailed(run_id, "RunCanceled", "run canceled")
+
+
 def run_failure(instance: dg.DagsterInstance, run_id: str) -> StepFailed:
     """A failed run's step error: the wfbench error in its cause chain, else the innermost."""
     for kind in (dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE):

@@ -18,7 +18,12 @@ from bench_assets.agents.base import ModelUsage
 from bench_assets.agents.phases import PhaseRecord
 from bench_assets.kernel.errorkinds import ErrorKind
 from bench_assets.kernel.errors import RecordCorrupt
-from bench_assets.kernel.fsutil import atomic_write_bytes, atomic_write_json, read_model
+from bench_assets.kernel.fsutil import (
+    FileCache,
+    atomic_write_bytes,
+    atomic_write_json,
+    read_model,
+)
 from bench_assets.kernel.hashing import sha256_bytes, sha256_json
 from bench_assets.runner.canaries import CanaryOutcome
 from bench_assets.runner.hygiene import RunnerFileChange
@@ -185,37 +190,30 @@ def write_record(folder: Path, record: CellRecord) -> Path:
 
 VERIFIED_CACHE_MAX = 50_000
 """Records :func:`load_verified` keeps per process (a 1,000-task generation has 9,000)."""
-_verified: dict[str, tuple[tuple[int, int, int, int], CellRecord, str]] = {}
+_verified: FileCache[tuple[CellRecord, str]] = FileCache(VERIFIED_CACHE_MAX)
 
 
 def load_verified(path: Path) -> tuple[CellRecord, str]:
     """:func:`load_record` and the record's content digest (its data version), computed once per
-    file per process while the file is unchanged.
+    file per process while the file is unchanged (:class:`~bench_assets.kernel.fsutil.FileCache`).
 
     A decision reads every evidence record twice (the aggregates, then the decision re-checks
     their rows) and the pooled history reads comparator records again: 20,000 parses and
-    digests at 1,000 tasks. The file's inode, size, mtime and ctime are the key, so any write,
-    rename over or ``touch`` of the file (ctime cannot be set back from user space) reads and
-    digests it again; the caller still compares the digest with the data version Dagster
-    recorded.
+    digests at 1,000 tasks. Any write, rename over or ``touch`` of the file reads and digests it
+    again; the caller still compares the digest with the data version Dagster recorded.
 
     Raises:
         RecordCorrupt: as :func:`load_record`, and when the file cannot be stat'ed.
     """
     try:
-        st = path.stat()
+        return _verified.get(path, _load_digested)
     except OSError as e:
         raise RecordCorrupt(f"{path}: cannot read the cell record ({e})") from None
-    key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    hit = _verified.get(str(path))
-    if hit is not None and hit[0] == key:
-        return hit[1], hit[2]
+
+
+def _load_digested(path: Path) -> tuple[CellRecord, str]:
     record = load_record(path)
-    digest = record.data_version
-    if len(_verified) >= VERIFIED_CACHE_MAX:
-        _verified.clear()
-    _verified[str(path)] = (key, record, digest)
-    return record, digest
+    return record, record.data_version
 
 
 def load_record(path: Path) -> CellRecord:

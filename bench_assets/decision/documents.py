@@ -15,7 +15,6 @@ apply's compare-and-swap digests) and the lineage of every evidence cell. The de
 writes it; ``explain``, ``report``, ``apply``, the proposer and the UI metadata read it.
 """
 
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -29,7 +28,7 @@ from bench_assets.gate import Decision
 from bench_assets.gate.review import ReviewDecision
 from bench_assets.kernel.errorkinds import ErrorKind
 from bench_assets.kernel.errors import InputError, RecordCorrupt
-from bench_assets.kernel.fsutil import read_model
+from bench_assets.kernel.fsutil import FileCache, read_model
 
 CELL_MATERIALIZATION_SCHEMA = 1
 DECISION_SCHEMA: Literal[2] = 2
@@ -208,8 +207,7 @@ class AggregateSet(_Doc):
 
 AGGREGATE_SETS_KEPT = 2
 """Aggregate sets :func:`load_aggregate_set` keeps parsed per process."""
-_aggregate_sets: dict[str, tuple[tuple[int, int, int, int], AggregateSet]] = {}
-_aggregate_sets_lock = threading.Lock()
+_aggregate_sets: FileCache[AggregateSet] = FileCache(AGGREGATE_SETS_KEPT)
 
 
 def load_aggregate_set(path: Path) -> AggregateSet:
@@ -217,36 +215,26 @@ def load_aggregate_set(path: Path) -> AggregateSet:
 
     One decision reads the same set three times (the caller's completeness check, the decision,
     the report): 9,000 evidence rows at 1,000 tasks, parsed once per process while the file is
-    unchanged. As :func:`bench_assets.cells.records.load_verified`, the file's inode, size, mtime
-    and ctime are the key, so any write, rename over or ``touch`` reads it again. Treat the
-    result as read-only (``model_copy`` to change it).
+    unchanged (:class:`~bench_assets.kernel.fsutil.FileCache`: any write, rename over or
+    ``touch`` reads it again). Treat the result as read-only (``model_copy`` to change it).
 
     Raises:
         InputError: Missing, unreadable or not an aggregate set of this schema.
     """
     try:
-        st = path.stat()
+        return _aggregate_sets.get(path, _read_aggregate_set)
     except OSError:
-        key = None  # read_model names the problem
-    else:
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    hit = _aggregate_sets.get(str(path))
-    if key is not None and hit is not None and hit[0] == key:
-        return hit[1]
-    aset = read_model(
+        return _read_aggregate_set(path)  # cannot be stat'ed: read_model names the problem
+
+
+def _read_aggregate_set(path: Path) -> AggregateSet:
+    return read_model(
         path,
         AggregateSet,
         what="aggregate set",
         error=InputError,
         hint="materialize `aggregates` again",
     )
-    if key is not None:
-        with _aggregate_sets_lock:
-            _aggregate_sets.pop(str(path), None)
-            while len(_aggregate_sets) >= AGGREGATE_SETS_KEPT:
-                _aggregate_sets.pop(next(iter(_aggregate_sets)))
-            _aggregate_sets[str(path)] = (key, aset)
-    return aset
 
 
 class DecisionDocument(_Doc):

@@ -12,9 +12,10 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -272,3 +273,39 @@ def read_model(
     except ValidationError as e:
         bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
         raise error(f"{path}: not a valid {what} (fields {', '.join(bad[:6])}){tail}") from None
+
+
+V = TypeVar("V")
+
+
+class FileCache(Generic[V]):
+    """Values read from files, kept per process while each file is unchanged.
+
+    The key is the file's inode, size, mtime and ctime, so any write, rename over or ``touch``
+    (ctime cannot be set back from user space) reads the file again. At most ``max_entries``
+    are kept (the oldest go first); a value is shared, so treat it as read-only.
+    """
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._kept: dict[str, tuple[tuple[int, int, int, int], V]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: Path, load: Callable[[Path], V]) -> V:
+        """``load(path)``, or the value it gave for this file as it is now.
+
+        Raises:
+            OSError: ``path`` cannot be stat'ed (nothing is loaded).
+        """
+        st = path.stat()
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        hit = self._kept.get(str(path))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        value = load(path)
+        with self._lock:
+            self._kept.pop(str(path), None)
+            while len(self._kept) >= self.max_entries:
+                self._kept.pop(next(iter(self._kept)))
+            self._kept[str(path)] = (key, value)
+        return value

@@ -153,3 +153,15 @@ def test_a_crash_leftover_in_the_candidate_queue_does_not_break_the_suite(
     (queue / "c0009-broken").mkdir()  # a visible folder is a candidate, and must be valid
     with pytest.raises(ValidationFailed, match="c0009-broken/candidate.yaml"):
         load_benchmark(root)
+
+
+@pytest.mark.parametrize("leftover", ["record-is-a-folder", "a-file-at-the-address"])
+def test_other_shapes_of_a_broken_address_are_replaced_too(tmp_path: Path, leftover: str) -> None:
+    final = tmp_path / "store" / "abc"
+    final.parent.mkdir(parents=True)
+    if leftover == "record-is-a-folder":
+        (final / "record.json").mkdir(parents=True)  # the record's name, but not a file
+    else:
+        final.write_text("not a folder")
+    publish_dir(_staged(tmp_path, "good"), final, record="record.json")
+    assert (final / "data.txt").read_text() == "good" and (final / "record.json").is_file()

@@ -36,6 +36,10 @@ runs, history). A ``paired``/``paired_v2`` row also says why generations did not
 a futility stop, the last look reached, the total-spend rule; shares of all generations, several
 can hold at once, their combinations in ``not_promoted_combinations``) and at which look they
 stopped (``stopped_at_look``: where the expected cells come from).
+
+Why one file over 500 lines: it is one command (the calibration table of issue 23), and its
+worlds, its design grid and the table it prints are read together against the README rows they
+produce; the simulator it drives is ``bench/gate_sim.py``, apart.
 """
 
 import argparse

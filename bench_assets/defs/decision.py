@@ -149,7 +149,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
         )
     body = aset.model_dump(mode="json")
     digest = sha256_json(body)
-    path = atomic_write_json(bench.artifacts().aggregate_set(digest), body)
+    path = atomic_write_json(bench.artifacts().aggregate_set(digest), body, compact=True)
     incomplete = {a.task: a.missing_cells for a in aset.tasks if a.missing_cells}
     listed = "; ".join(f"{t}: {', '.join(cells)}" for t, cells in sorted(incomplete.items()))
     refused_md = "\n".join(f"- {r.task} {r.cell}: {r.reason}" for r in aset.refused[:MAX_LISTED])
@@ -416,12 +416,14 @@ def promotion_decision(
     body = doc.model_dump(mode="json")
     digest = sha256_json(body)
     folder = artifacts.decision(digest)
-    atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"))
+    atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"), compact=True)
     for ri in review_inputs:
         atomic_write_json(
-            folder / f"review-gate-input.{ri.candidate_arm}.json", ri.model_dump(mode="json")
+            folder / f"review-gate-input.{ri.candidate_arm}.json",
+            ri.model_dump(mode="json"),
+            compact=True,
         )
-    decision_path = atomic_write_json(folder / "decision.json", body)
+    decision_path = atomic_write_json(folder / "decision.json", body, compact=True)
     entry = ledger_mod.append(
         artifacts.ledger(),
         decision=doc.verdict,

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bench_assets.cells.records import CellRecord, load_verified
 from bench_assets.gate.models import Look
 from bench_assets.kernel.errors import InputError, RecordCorrupt
-from bench_assets.kernel.fsutil import atomic_write_json, read_model
+from bench_assets.kernel.fsutil import FileCache, atomic_write_json, read_model
 
 SCHEMA_VERSION = 1
 
@@ -151,12 +151,24 @@ def load_manifest(folder: Path) -> Manifest | None:
     for task in header.tasks:
         path = task_path(folder, task)
         if path.exists():
-            tm = _load(path, TaskManifest)
-            assert isinstance(tm, TaskManifest)
+            tm = _task_files.get(path, _load_task)
             if tm.generation != header.generation or tm.task != task:
                 raise InputError(f"{path}: belongs to {tm.generation}/{tm.task}, not {task}")
             tasks[task] = tm
     return Manifest(header=header, tasks=tasks)
+
+
+TASK_FILES_MAX = 20_000
+"""Task manifests kept per process (a decision at 1,000 tasks reads its generation's three
+times: the command, the aggregates, the gate input)."""
+_task_files: FileCache[TaskManifest] = FileCache(TASK_FILES_MAX)
+
+
+def _load_task(path: Path) -> TaskManifest:
+    """One task manifest as read from its file (kept while the file is unchanged: frozen)."""
+    tm = _load(path, TaskManifest)
+    assert isinstance(tm, TaskManifest)
+    return tm
 
 
 def planned_tasks(folder: Path) -> list[str] | None:

@@ -47,40 +47,54 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     insufficient_evidence all exit 0. An UNUSABLE incumbent arm fails (exit 1) after the
     evidence is written.
     """
-    from bench_assets.decision.manifest import planned_tasks
-    from bench_assets.driver.instance import StepFailed, materialize_decision
-    from bench_assets.driver.transaction import missing_evidence
+    from bench_assets.decision.manifest import load_complete
+    from bench_assets.driver.instance import (
+        StepFailed,
+        materialize_aggregates,
+        materialize_decision,
+    )
     from bench_assets.generation.queue import writer_lock
 
     bench = load_benchmark(tasks_dir)
     instance = open_instance()
     store = artifact_store()
     with writer_lock(store.writer_lock(), "wfbench decide"):
-        missing = missing_evidence(instance, store, generation) if generation else None
-        if generation and missing is None:
+        manifest = load_complete(store.generation(generation)) if generation else None
+        if generation and manifest is None:
             fail(
                 f"generation {generation} has no evidence manifest ({store.generation(generation)}"
                 "): it was never planned; `wfbench evolve` runs a generation, and `wfbench "
                 "decide` without --generation decides ad hoc",
                 EXIT_INVALID,
             )
-        if missing:
-            listed = "; ".join(f"{c}: {why}" for c, why in sorted(missing.items())[:5])
-            fail(
-                f"generation {generation} is unfinished: {len(missing)} planned cell(s) have no "
-                f"acceptable evidence ({listed}); run `wfbench evolve` to finish it",
-                EXIT_INVALID,
-            )
-        planned = planned_tasks(store.generation(generation)) if generation else None
+        tasks = sorted(manifest.header.tasks) if manifest is not None else bench.task_ids()
         try:
+            # One bulk verification of every planned cell: the aggregates'. An unfinished
+            # generation is refused from it, before any decision is written.
+            aset = materialize_aggregates(
+                instance,
+                tasks,
+                tasks_dir=str(bench.root),
+                artifact_root=str(store.root),
+                generation=generation,
+                progress=progress,
+            )
+            if generation and aset.refused:
+                listed = "; ".join(f"{r.task} {r.cell}: {r.reason}" for r in aset.refused[:5])
+                fail(
+                    f"generation {generation} is unfinished: {len(aset.refused)} planned cell(s) "
+                    f"have no acceptable evidence ({listed}); run `wfbench evolve` to finish it",
+                    EXIT_INVALID,
+                )
             out = materialize_decision(
                 instance,
-                planned if planned is not None else bench.task_ids(),
+                tasks,
                 tasks_dir=str(bench.root),
                 artifact_root=str(store.root),
                 generation=generation,
                 aborted=False,
                 progress=progress,
+                aggregate=False,
             )
         except StepFailed as e:
             fail_step(e)

@@ -13,7 +13,13 @@ from typing import Any
 
 import dagster as dg
 
-from bench_assets.decision.documents import CellView, DecisionDocument, load_cell, load_decision
+from bench_assets.decision.documents import (
+    AggregateSet,
+    CellView,
+    DecisionDocument,
+    load_cell,
+    load_decision,
+)
 from bench_assets.decision.ledger import LedgerEntry
 from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
@@ -285,8 +291,9 @@ def materialize_aggregates(
     artifact_root: str,
     generation: str,
     progress: Callable[[str], None],
-) -> None:
-    """Aggregate every task of a decision (or a sequential look) in one run of ``aggregates``.
+) -> AggregateSet:
+    """Aggregate every task of a decision (or a sequential look) in one run of ``aggregates``;
+    returns the aggregate set it wrote.
 
     The tasks are the generation's (its manifest's) or, without one, every task partition;
     ``task_ids`` (the same tasks) names the incomplete ones. One unpartitioned materialization
@@ -322,6 +329,7 @@ def materialize_aggregates(
         f"aggregates: {len(task_ids)} task(s) in one run, {len(task_ids) - len(incomplete)} "
         "complete"
     )
+    return aset
 
 
 MAX_INCOMPLETE_SHOWN = 20

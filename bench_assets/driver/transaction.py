@@ -2,8 +2,8 @@
 
 * its **evidence set**: :func:`manifest_cells` turns a task's plan into the manifest cells the
   decision will consume, :func:`candidates` lists a partition's materializations for
-  :func:`bench_assets.decision.manifest.accept`, and :func:`missing_evidence` says which planned
-  cells have none (``wfbench decide --generation`` refuses until there are none);
+  :func:`bench_assets.decision.manifest.accept` (``wfbench decide --generation`` refuses while any
+  planned cell has none: the aggregate set it verifies lists them);
 * **resume**: :func:`unfinished` finds a planned generation without a decision,
   :func:`orphan_record` a record a killed run wrote but Dagster never recorded,
   :func:`paid_attempts` how many sessions a cell already paid (its retries survive a crash), and
@@ -27,10 +27,8 @@ from bench_assets.decision.manifest import (
     Candidate,
     ManifestCell,
     ManifestHeader,
-    load_complete,
     load_header,
 )
-from bench_assets.defs.evidence import accept_manifest_cells
 from bench_assets.defs.resources import latest_metadata_by_partition, partition_materializations
 from bench_assets.driver.runqueue import Executor
 from bench_assets.generation.planner import PlannedCell
@@ -123,23 +121,6 @@ def manifest_cells(plan: list[PlannedCell], prior: dict[Any, Any]) -> list[Manif
             )
         )
     return out
-
-
-def missing_evidence(
-    instance: dg.DagsterInstance, artifacts: ArtifactStore, generation: str
-) -> dict[str, str] | None:
-    """Planned cells of ``generation`` without acceptable evidence (``"task cell"`` → why).
-
-    ``None`` when the generation has no manifest (planned before manifests, or ad hoc).
-
-    Raises:
-        InputError: The generation's planning never finished.
-    """
-    manifest = load_complete(artifacts.generation(generation))
-    if manifest is None:
-        return None
-    found = accept_manifest_cells(instance, manifest.cells(), generation)  # bulk, not per cell
-    return {f"{t} {c}": why for (t, c), (ok, why) in sorted(found.items()) if ok is None}
 
 
 WATCH_EXCLUDE = frozenset({"__pycache__", ".pytest_cache", ".git", "candidates"})

@@ -54,7 +54,12 @@ import dagster as dg  # noqa: E402
 import yaml  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
-from scale import copy_demo_task, replayed_fields  # noqa: E402  (shared with scale.py)
+from scale import (  # noqa: E402  (shared with scale.py)
+    copy_demo_task,
+    replayed_fields,
+)
+from scale import flush_events as _flush  # noqa: E402
+from scale import store_event as _store  # noqa: E402
 
 DEMO = REPO / "tasks"
 DEMO_TASK = "csv-quoted-fields"
@@ -77,58 +82,6 @@ def make_suite(n: int, dest: Path) -> Path:
     for name in ("skills", "candidates"):
         shutil.copytree(DEMO / name, dest / name)
     return copy_demo_task(dest, n)
-
-
-_PENDING: list[Any] = []
-
-
-def _store(instance: dg.DagsterInstance, asset: str, pk: str, md: dict, dv: str, run: str) -> None:
-    """A cell materialization under run id ``run`` (no run is created: only the event); written
-    by :func:`_flush`."""
-    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
-    from dagster._core.events.log import EventLogEntry
-
-    mat = dg.AssetMaterialization(
-        asset, partition=pk, metadata=md, tags={"dagster/data_version": dv}
-    )
-    event = DagsterEvent(
-        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
-        event_specific_data=StepMaterializationData(mat),
-        job_name="__ASSET_JOB",
-    )
-    _PENDING.append(
-        EventLogEntry(
-            user_message="",
-            level=20,
-            job_name=event.job_name,
-            run_id=run,
-            error_info=None,
-            timestamp=time.time(),
-            step_key=None,
-            dagster_event=event,
-        )
-    )
-    if len(_PENDING) >= 500:
-        _flush(instance)
-
-
-def _flush(instance: dg.DagsterInstance) -> None:
-    """Write the pending events as the sqlite event log's ``store_event`` does (index shard:
-    event, its tags, the asset's latest), in one transaction instead of one connection and two
-    commits per event: setup only, 18,000 events."""
-    from dagster._core.storage.sqlalchemy_compat import db_result
-
-    storage: Any = instance.event_log_storage
-    if not _PENDING:
-        return
-    with storage.index_transaction() as conn:
-        for event in _PENDING:
-            stmt = storage.prepare_insert_event(event)
-            with db_result(conn, stmt) as result:
-                event_id = result.inserted_primary_key[0]
-            storage._store_asset_event_tags(conn, [event], [event_id])
-            storage._store_asset_event(conn, event, event_id)
-    _PENDING.clear()
 
 
 def build(n: int, work: Path) -> tuple[Path, Path, Path, dict[str, Path]]:

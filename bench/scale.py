@@ -14,7 +14,10 @@ one whole process (wall seconds, and its peak RSS from ``/usr/bin/time``):
   the stale ones launched and waited for (``INPUT_PHASE``); prints the runs launched (must be 0);
 * **inputs, 1 task edited** — the same after editing one task's prompt: exactly that task's
   inputs rebuilt (one ``input_batch`` run);
-* **decide** — ``materialize_decision`` (aggregates, gate, report, ledger) over generation g0001;
+* **decide** — ``wfbench decide --generation g0001``, the command a user runs: every planned cell
+  verified, aggregates, gate, report, ledger. The row fails (the script stops) unless the
+  decision rests on every recorded cell and is not ``insufficient_evidence``: a decision that
+  found no evidence is quick and measures nothing;
 * **plan after g0001** — ``wfbench plan --json`` once g0001's cells are recorded;
 
 and the growth 1,000/100 of each row.
@@ -22,9 +25,12 @@ and the growth 1,000/100 of each row.
 **What a "generation" is here.** Paying 9,000 real cells is far too slow for this machine, so
 g0001 is *recorded*, not paid: for every cell the fresh plan says ``run``, the script writes a real
 ``record.json`` (identity computed by the harness's own ``cell_identity`` from the stored inputs,
-usage from the predictions file, outcome from ``replays/expected.json``) and reports a runless
-materialization of the cell partition carrying exactly the metadata the cell asset writes
-(``defs.cells.cell_metadata``) and the record's data version.
+usage from the predictions file, outcome from ``replays/expected.json``), stores a
+materialization of the cell partition under one run id of the generation carrying exactly the
+metadata the cell asset writes (``defs.cells.cell_metadata``) and the record's data version, and
+writes the generation's manifest (header and one plan per task), as ``wfbench evolve`` leaves
+them. (Until 2026-12 the cells were reported runless and without a manifest: the decision
+accepted none of them, and the row timed an ``insufficient_evidence`` decision over no evidence.)
 
 Sizes above ``--real-inputs-max`` (default 100) do not build every task's inputs: task t00000's
 real inputs are built, the others recorded from them the way Dagster records a materialization
@@ -72,14 +78,22 @@ from bench_assets.cells.pipeline import SANDBOX_BACKEND, cell_identity, make_ada
 from bench_assets.cells.records import CellRecord, new_record_id, now_iso, write_record  # noqa: E402
 from bench_assets.config.models import ReplayAgent  # noqa: E402
 from bench_assets.decision.documents import CellMaterialization  # noqa: E402
+from bench_assets.decision.manifest import (  # noqa: E402
+    ManifestCell,
+    ManifestHeader,
+    TaskManifest,
+    write_header,
+    write_task,
+)
 from bench_assets.defs.cells import cell_metadata  # noqa: E402
-from bench_assets.defs.resources import latest_metadata_by_partition  # noqa: E402
+from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition  # noqa: E402
 from bench_assets.driver.plan import stored_input_identities  # noqa: E402
+from bench_assets.driver.transaction import WATCH_EXCLUDE  # noqa: E402
 from bench_assets.inputs import binding as binding_mod  # noqa: E402
 from bench_assets.inputs import input_state  # noqa: E402
 from bench_assets.inputs.input_state import INPUT_ASSETS  # noqa: E402
 from bench_assets.kernel.errorkinds import ErrorKind  # noqa: E402
-from bench_assets.kernel.hashing import sha256_json, sha256_text  # noqa: E402
+from bench_assets.kernel.hashing import sha256_json, sha256_text, tree_digest  # noqa: E402
 from bench_assets.kernel.store import ArtifactStore  # noqa: E402
 from bench_assets.tasks.catalog import Benchmark, load_benchmark  # noqa: E402
 
@@ -385,6 +399,22 @@ def record_generation(
         op_config={"candidate_overlay": {"candidate": candidate}},
     )
     tasks = sorted({r["task"] for r in plan_rows if r["action"] == "run"})
+    folder = artifacts.generation(generation)
+    write_header(
+        folder,
+        ManifestHeader(
+            generation=generation,
+            candidate=candidate,
+            overlay_digest=str(latest_metadata(instance, "candidate_overlay", None)["digest"]),
+            skills_digest=str(latest_metadata(instance, "incumbent_skills", None)["digest"]),
+            tasks=bench.task_ids(),
+            tasks_dir=str(bench.root),
+            tasks_digest=tree_digest(bench.root, exclude=WATCH_EXCLUDE),
+            created_at=now_iso(),
+        ),
+    )
+    run_id = f"{generation}-recorded-by-bench-scale"
+    planned: dict[str, list[ManifestCell]] = {t: [] for t in bench.task_ids()}
     identities, unusable = stored_input_identities(instance, bench, tasks, candidate=candidate)
     if unusable:
         raise RuntimeError(f"stored inputs unusable: {dict(list(unusable.items())[:3])}")
@@ -432,25 +462,79 @@ def record_generation(
         )
         asset = "candidate_cells" if spec.role == "candidate" else "comparator_cells"
         pk = str(dg.MultiPartitionKey({"task": task, "cell": record.cell}))
-        _report(instance, asset, pk, cell_metadata(record, path, lineage), record.data_version)
+        store_event(
+            instance, asset, pk, cell_metadata(record, path, lineage), record.data_version, run_id
+        )
+        planned[task].append(
+            ManifestCell(
+                task=task,
+                cell=record.cell,
+                asset=asset,
+                role=spec.role,
+                identity_digest=record.identity_digest,
+                action="run",
+                kind=str(row["kind"]),
+            )
+        )
         n += 1
+    flush_events(instance)
+    for task, cells in planned.items():
+        write_task(folder, TaskManifest(generation=generation, task=task, cells=cells))
     return n
 
 
-DECIDE = """
-import sys, json, time, warnings
-import dagster as dg
-warnings.filterwarnings("ignore")
-from bench_assets.tasks.catalog import load_benchmark
-from bench_assets.defs import decision, resources
-from bench_assets.driver.instance import materialize_decision
-spent = []
-bench = load_benchmark(sys.argv[1])
-out = materialize_decision(dg.DagsterInstance.get(), bench.task_ids(), tasks_dir=str(bench.root),
-    artifact_root=sys.argv[2], generation=sys.argv[3], aborted=False,
-    progress=lambda m: print(m, file=sys.stderr))
-print(json.dumps({"decision": out["decision"].get("decision")}))
-"""
+_PENDING: list[Any] = []
+
+
+def store_event(
+    instance: dg.DagsterInstance, asset: str, pk: str, md: dict, dv: str, run: str
+) -> None:
+    """A cell materialization under run id ``run``, as a paid cell's run records it (no run is
+    created: only the event; a runless report has no run id, and a decision accepts no cell
+    without one); written by :func:`flush_events` (shared with ``bench/decide_scale.py``)."""
+    from dagster._core.events import DagsterEvent, DagsterEventType, StepMaterializationData
+    from dagster._core.events.log import EventLogEntry
+
+    mat = dg.AssetMaterialization(asset, partition=pk, metadata=md, tags={DV_TAG: dv})
+    event = DagsterEvent(
+        event_type_value=DagsterEventType.ASSET_MATERIALIZATION.value,
+        event_specific_data=StepMaterializationData(mat),
+        job_name="__ASSET_JOB",
+    )
+    _PENDING.append(
+        EventLogEntry(
+            user_message="",
+            level=20,
+            job_name=event.job_name,
+            run_id=run,
+            error_info=None,
+            timestamp=time.time(),
+            step_key=None,
+            dagster_event=event,
+        )
+    )
+    if len(_PENDING) >= 500:
+        flush_events(instance)
+
+
+def flush_events(instance: dg.DagsterInstance) -> None:
+    """Write the pending events as the sqlite event log's ``store_event`` does (index shard:
+    event, its tags, the asset's latest), in one transaction instead of one connection and two
+    commits per event: setup only, 9,000 to 18,000 events."""
+    from dagster._core.storage.sqlalchemy_compat import db_result
+
+    storage: Any = instance.event_log_storage
+    if not _PENDING:
+        return
+    with storage.index_transaction() as conn:
+        for event in _PENDING:
+            stmt = storage.prepare_insert_event(event)
+            with db_result(conn, stmt) as result:
+                event_id = result.inserted_primary_key[0]
+            storage._store_asset_event_tags(conn, [event], [event_id])
+            storage._store_asset_event(conn, event, event_id)
+    _PENDING.clear()
+
 
 INPUT_PHASE = """
 import sys, json, warnings
@@ -507,6 +591,14 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     for r in rows:
         out[r["action"]] += 1
     return out
+
+
+def decision_evidence(stdout: str) -> tuple[str, int]:
+    """The verdict of ``wfbench decide --json`` and the number of evidence cells its decision
+    document names."""
+    md = json.loads(stdout)["decision"]
+    doc = json.loads(Path(str(md["decision_path"])).read_text(encoding="utf-8"))
+    return str(md["decision"]), len(doc["lineage"])
 
 
 FRESH, UNCHANGED, EDITED, DECIDE_ROW, PLAN_AFTER = (
@@ -589,10 +681,20 @@ def run_size(n: int, work: Path, *, real_inputs: bool) -> SizeResult:
     decided = row(
         DECIDE_ROW,
         timed(
-            f"{n}: {DECIDE_ROW}", [sys.executable, "-c", DECIDE, str(root), str(art), "g0001"], env
+            f"{n}: {DECIDE_ROW}",
+            wfbench("decide", "--generation", "g0001", "--json", "--tasks", str(root)),
+            env,
         ),
     )
-    res.checks["decision g0001"] = json.loads(decided.stdout.strip().splitlines()[-1])["decision"]
+    verdict, evidence = decision_evidence(decided.stdout)
+    res.checks["decision g0001"] = verdict
+    res.checks["decision g0001: evidence cells"] = evidence
+    res.notes[DECIDE_ROW] = f"{verdict}, {evidence} cells"
+    if verdict == "insufficient_evidence" or evidence != k:
+        raise RuntimeError(
+            f"{n}: decide g0001 decided {verdict} on {evidence} evidence cell(s) of the {k} "
+            "recorded: the row would time a decision that read no evidence"
+        )
     after = row(
         PLAN_AFTER,
         timed(f"{n}: {PLAN_AFTER}", wfbench("plan", "--json", "--tasks", str(root)), env),

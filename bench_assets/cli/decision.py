@@ -48,11 +48,7 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     evidence is written.
     """
     from bench_assets.decision.manifest import load_complete
-    from bench_assets.driver.instance import (
-        StepFailed,
-        materialize_aggregates,
-        materialize_decision,
-    )
+    from bench_assets.driver.instance import StepFailed, materialize_decision
     from bench_assets.generation.queue import writer_lock
 
     bench = load_benchmark(tasks_dir)
@@ -69,23 +65,8 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
             )
         tasks = sorted(manifest.header.tasks) if manifest is not None else bench.task_ids()
         try:
-            # One bulk verification of every planned cell: the aggregates'. An unfinished
-            # generation is refused from it, before any decision is written.
-            aset = materialize_aggregates(
-                instance,
-                tasks,
-                tasks_dir=str(bench.root),
-                artifact_root=str(store.root),
-                generation=generation,
-                progress=progress,
-            )
-            if generation and aset.refused:
-                listed = "; ".join(f"{r.task} {r.cell}: {r.reason}" for r in aset.refused[:5])
-                fail(
-                    f"generation {generation} is unfinished: {len(aset.refused)} planned cell(s) "
-                    f"have no acceptable evidence ({listed}); run `wfbench evolve` to finish it",
-                    EXIT_INVALID,
-                )
+            # Every planned cell is verified once, by the aggregates; an unfinished generation
+            # is refused from them before any decision is written.
             out = materialize_decision(
                 instance,
                 tasks,
@@ -94,7 +75,7 @@ def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
                 generation=generation,
                 aborted=False,
                 progress=progress,
-                aggregate=False,
+                refuse_unfinished=bool(generation),
             )
         except StepFailed as e:
             fail_step(e)

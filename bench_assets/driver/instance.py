@@ -25,7 +25,7 @@ from bench_assets.defs.partitions import TASKS_PARTITIONS_NAME
 from bench_assets.defs.resources import latest_metadata, latest_metadata_by_partition
 from bench_assets.driver import services
 from bench_assets.generation.apply import ApplyResult
-from bench_assets.kernel.errors import InputError, WfbenchError, error_class
+from bench_assets.kernel.errors import GenerationUnfinished, InputError, WfbenchError, error_class
 from bench_assets.kernel.store import ArtifactStore, default_artifact_root
 from bench_assets.tasks.catalog import Benchmark
 from bench_assets.tasks.sync import SyncPlan, plan_sync
@@ -251,36 +251,68 @@ def materialize_decision(
     aborted: bool,
     progress: Callable[[str], None],
     aggregate: bool = True,
+    refuse_unfinished: bool = False,
 ) -> dict[str, dict[str, object]]:
-    """Aggregate every task (:func:`materialize_aggregates`), then decide and report; returns the
-    decision's metadata. ``aggregate=False``: the aggregates are current already (a sequential
-    look just materialized them and nothing was paid since)."""
-    from bench_assets.defs.decision import benchmark_report, promotion_decision
+    """Aggregate every task, then decide and report; returns the decision's metadata.
+
+    One run of ``aggregates``, ``promotion_decision`` and ``benchmark_report`` (a run's start-up
+    and its event-log shard cost about a second, as much as deciding 100 tasks). When a planned
+    cell has no acceptable evidence the aggregates' blocking ``aggregates_complete`` check stops
+    that run before the decision; then the decision is made in a second run — its missing cells
+    reach the gate as missing evidence, which can only yield ``insufficient_evidence`` — or, with
+    ``refuse_unfinished``, nothing is decided and :class:`GenerationUnfinished` lists the cells
+    (``wfbench decide --generation``). ``aggregate=False``: the aggregates are current already
+    (a sequential look just materialized them and nothing was paid since).
+    """
+    from bench_assets.defs.decision import aggregates, benchmark_report, promotion_decision
     from bench_assets.defs.resources import BenchResource
 
-    if aggregate:
-        materialize_aggregates(
-            instance,
-            task_ids,
-            tasks_dir=tasks_dir,
-            artifact_root=artifact_root,
-            generation=generation,
-            progress=progress,
-        )
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     gen_tags = {"wfbench/generation": generation} if generation else {}
+    op_config = {"promotion_decision": {"generation": generation, "aborted": aborted}}
+    deciding: list[Any] = [promotion_decision, benchmark_report]
+    if aggregate:
+        progress("aggregates, promotion_decision, benchmark_report ...")
+        complete = _through_completeness(
+            instance, [aggregates, *deciding], resources, op_config=op_config, tags=gen_tags
+        )
+        aset = _aggregates_progress(instance, task_ids, progress)
+        if complete:
+            return _decision_metadata(instance)
+        if refuse_unfinished:
+            listed = "; ".join(f"{r.task} {r.cell}: {r.reason}" for r in aset.refused[:5])
+            raise GenerationUnfinished(
+                f"generation {generation} is unfinished: {len(aset.refused)} planned cell(s) "
+                f"have no acceptable evidence ({listed}); run `wfbench evolve` to finish it"
+            )
     progress("promotion_decision, benchmark_report ...")
-    materialize(
-        instance,
-        [promotion_decision, benchmark_report],
-        resources,
-        op_config={"promotion_decision": {"generation": generation, "aborted": aborted}},
-        tags=gen_tags,
-    )
+    materialize(instance, deciding, resources, op_config=op_config, tags=gen_tags)
+    return _decision_metadata(instance)
+
+
+def _decision_metadata(instance: dg.DagsterInstance) -> dict[str, dict[str, object]]:
     return {
         "decision": latest_metadata(instance, "promotion_decision", None),
         "report": latest_metadata(instance, "benchmark_report", None),
     }
+
+
+def _through_completeness(
+    instance: dg.DagsterInstance,
+    assets: list[Any],
+    resources: dict[str, Any],
+    **kwargs: Any,
+) -> bool:
+    """:func:`materialize` a run that starts with ``aggregates``; False when its blocking
+    ``aggregates_complete`` check failed (the assets after it did not run), any other failure
+    raises."""
+    try:
+        materialize(instance, assets, resources, **kwargs)
+    except StepFailed as e:
+        if "aggregates_complete" not in e.message and "AssetCheck" not in e.cls_name:
+            raise
+        return False
+    return True
 
 
 def materialize_aggregates(
@@ -292,31 +324,30 @@ def materialize_aggregates(
     generation: str,
     progress: Callable[[str], None],
 ) -> AggregateSet:
-    """Aggregate every task of a decision (or a sequential look) in one run of ``aggregates``;
-    returns the aggregate set it wrote.
+    """Aggregate every task of a sequential look in one run of ``aggregates``; returns the
+    aggregate set it wrote.
 
     The tasks are the generation's (its manifest's) or, without one, every task partition;
     ``task_ids`` (the same tasks) names the incomplete ones. One unpartitioned materialization
     reads every cell in bulk (not one partition per task: at 1,000 tasks that cost a minute of
     Dagster events). A task whose cells are incomplete fails the ``aggregates_complete`` check
-    but does not stop the decision: its missing cells reach the gate as missing evidence, which
-    can only yield ``insufficient_evidence``.
+    but does not stop the look: its missing cells reach the gate as missing evidence.
     """
-    from bench_assets.decision.documents import load_aggregate_set
     from bench_assets.defs.decision import aggregates
     from bench_assets.defs.resources import BenchResource
 
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
-    try:
-        materialize(
-            instance,
-            [aggregates],
-            resources,
-            tags={"wfbench/generation": generation} if generation else None,
-        )
-    except StepFailed as e:
-        if "aggregates_complete" not in e.message and "AssetCheck" not in e.cls_name:
-            raise
+    tags = {"wfbench/generation": generation} if generation else None
+    _through_completeness(instance, [aggregates], resources, tags=tags)
+    return _aggregates_progress(instance, task_ids, progress)
+
+
+def _aggregates_progress(
+    instance: dg.DagsterInstance, task_ids: list[str], progress: Callable[[str], None]
+) -> AggregateSet:
+    """The aggregate set just written, its incomplete tasks shown (the first few by name)."""
+    from bench_assets.decision.documents import load_aggregate_set
+
     md = latest_metadata(instance, "aggregates", None)
     aset = load_aggregate_set(Path(str(md["record_path"])))
     wanted = set(task_ids)

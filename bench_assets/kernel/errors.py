@@ -112,6 +112,11 @@ class GenerationBusy(InputError):
     """Another wfbench process holds the instance's writer lock (it is named in the message)."""
 
 
+class GenerationUnfinished(InputError):
+    """A generation's decision was asked for while planned cells have no acceptable evidence
+    (``wfbench decide --generation``; ``wfbench evolve`` finishes it). Nothing was decided."""
+
+
 class StorageError(WfbenchError):
     """The artifact store or Dagster's storage cannot be written (full, read-only, missing)."""
 

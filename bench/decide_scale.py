@@ -57,6 +57,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from scale import (  # noqa: E402  (shared with scale.py)
     copy_demo_task,
     replayed_fields,
+    write_generation_header,  # noqa: E402
 )
 from scale import flush_events as _flush  # noqa: E402
 from scale import store_event as _store  # noqa: E402
@@ -94,9 +95,7 @@ def build(n: int, work: Path) -> tuple[Path, Path, Path, dict[str, Path]]:
     from bench_assets.decision.documents import CellMaterialization
     from bench_assets.decision.manifest import (
         ManifestCell,
-        ManifestHeader,
         TaskManifest,
-        write_header,
         write_task,
     )
     from bench_assets.defs.cells import candidate_overlay, cell_metadata
@@ -146,18 +145,8 @@ def build(n: int, work: Path) -> tuple[Path, Path, Path, dict[str, Path]]:
             overlay = str(latest_metadata(instance, "candidate_overlay", None)["digest"])
             run_id = f"{generation}-synthetic-run-{n:05d}"
             folder = artifacts.generation(generation)
-            write_header(
-                folder,
-                ManifestHeader(
-                    generation=generation,
-                    candidate=candidate,
-                    overlay_digest=overlay,
-                    skills_digest=skills,
-                    tasks=tasks,
-                    tasks_dir=str(root),
-                    tasks_digest=sha256_json({"synthetic": n}),
-                    created_at=now_iso(),
-                ),
+            write_generation_header(
+                instance, folder, generation, candidate, tasks, root, sha256_json({"synthetic": n})
             )
             for task in tasks:
                 cells: list[ManifestCell] = []

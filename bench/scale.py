@@ -400,18 +400,14 @@ def record_generation(
     )
     tasks = sorted({r["task"] for r in plan_rows if r["action"] == "run"})
     folder = artifacts.generation(generation)
-    write_header(
+    write_generation_header(
+        instance,
         folder,
-        ManifestHeader(
-            generation=generation,
-            candidate=candidate,
-            overlay_digest=str(latest_metadata(instance, "candidate_overlay", None)["digest"]),
-            skills_digest=str(latest_metadata(instance, "incumbent_skills", None)["digest"]),
-            tasks=bench.task_ids(),
-            tasks_dir=str(bench.root),
-            tasks_digest=tree_digest(bench.root, exclude=WATCH_EXCLUDE),
-            created_at=now_iso(),
-        ),
+        generation,
+        candidate,
+        bench.task_ids(),
+        bench.root,
+        tree_digest(bench.root, exclude=WATCH_EXCLUDE),
     )
     run_id = f"{generation}-recorded-by-bench-scale"
     planned: dict[str, list[ManifestCell]] = {t: [] for t in bench.task_ids()}
@@ -481,6 +477,32 @@ def record_generation(
     for task, cells in planned.items():
         write_task(folder, TaskManifest(generation=generation, task=task, cells=cells))
     return n
+
+
+def write_generation_header(
+    instance: dg.DagsterInstance,
+    folder: Path,
+    generation: str,
+    candidate: str,
+    tasks: list[str],
+    root: Path,
+    tasks_digest: str,
+) -> None:
+    """A generation's manifest header, with the overlay and skills digests the instance's latest
+    ``candidate_overlay`` and ``incumbent_skills`` name (shared with ``bench/decide_scale.py``)."""
+    write_header(
+        folder,
+        ManifestHeader(
+            generation=generation,
+            candidate=candidate,
+            overlay_digest=str(latest_metadata(instance, "candidate_overlay", None)["digest"]),
+            skills_digest=str(latest_metadata(instance, "incumbent_skills", None)["digest"]),
+            tasks=tasks,
+            tasks_dir=str(root),
+            tasks_digest=tasks_digest,
+            created_at=now_iso(),
+        ),
+    )
 
 
 _PENDING: list[Any] = []

@@ -81,7 +81,7 @@ def main() -> None:
     probe = sys.argv.pop(1)
     if probe.startswith("veto"):
         paired3.check_set = _check  # type: ignore[assignment]
-        paired3.regression = _Veto(probe)  # type: ignore[assignment]
+        paired3.regression = _Veto(probe)  # type: ignore[assignment,attr-defined]
     else:
         paired3._drift = _probe_drift  # type: ignore[assignment]
         paired3._weight = _probe_weight  # type: ignore[assignment]

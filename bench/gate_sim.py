@@ -60,6 +60,9 @@ SCENARIOS = {
         Scenario("regress1", *LO, cost_multiplier=0.8, regress_one=True),
         Scenario("drift5", *LO, drift=0.05),
         Scenario("drift10", *LO, drift=0.10),
+        # large drift: the cost test leans on old cells, so the re-payment path must carry it
+        Scenario("drift20", *LO, drift=0.20),
+        Scenario("drift30", *LO, drift=0.30),
         Scenario("infra1", *LO, cost_multiplier=0.8, infra_rate=0.01),
         Scenario("hetero20", *LO, cost_multiplier=0.8, heterogeneous=True),
         Scenario("heavytail20", *LO, cost_multiplier=0.8, heavy_tails=True),

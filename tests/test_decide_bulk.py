@@ -105,6 +105,25 @@ def test_a_record_is_read_once_and_again_after_it_is_rewritten(tmp_path: Path) -
     assert digest2 != digest and again.resolved != record.resolved
 
 
+def test_a_value_a_writer_remembers_is_served_only_while_its_file_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """The aggregates and the decision remember what they just wrote (FileCache.put): the next
+    read in the process gets it without parsing, and any later write — even one of the same
+    size, as a tampered digit would be — is read from the file again."""
+    from bench_assets.kernel.fsutil import FileCache
+
+    path = tmp_path / "doc.json"
+    path.write_text('{"n": 1}')
+    cache: FileCache[dict[str, int]] = FileCache(4)
+    written = {"n": 1}
+    cache.put(path, written)
+    assert cache.get(path, lambda p: pytest.fail("an unchanged file was parsed")) is written
+    time.sleep(0.01)
+    path.write_text('{"n": 2}')  # same size, new content
+    assert cache.get(path, lambda p: json.loads(p.read_text())) == {"n": 2}
+
+
 def test_manifest_evidence_is_read_per_asset_in_bulk_and_every_cell_verified(
     tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
 ) -> None:

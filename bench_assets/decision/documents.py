@@ -299,12 +299,37 @@ class DecisionDocument(_Doc):
         return self._lineage_index.get((task, f"{arm}.r{run}"))
 
 
+def remember_aggregate_set(path: Path, aset: AggregateSet) -> None:
+    """Keep the set just written to ``path`` for this process's next :func:`load_aggregate_set`
+    (the decision and the report read it right after the aggregates wrote it: 7 MB at 1,000
+    tasks)."""
+    _aggregate_sets.put(path, aset)
+
+
+DECISIONS_KEPT = 8
+_decisions: FileCache[DecisionDocument] = FileCache(DECISIONS_KEPT)
+
+
+def remember_decision(path: Path, doc: DecisionDocument) -> None:
+    """Keep the decision just written to ``path`` for this process's next :func:`load_decision`
+    (the report reads it right after the decision wrote it)."""
+    _decisions.put(path, doc)
+
+
 def load_decision(path: Path) -> DecisionDocument:
-    """Read ``decision.json``; errors name the file and the fields.
+    """Read ``decision.json``; errors name the file and the fields. Kept per process while the
+    file is unchanged (:class:`~bench_assets.kernel.fsutil.FileCache`); treat it as read-only.
 
     Raises:
         InputError: Missing, unreadable or not a decision document of this schema.
     """
+    try:
+        return _decisions.get(path, _read_decision)
+    except OSError:
+        return _read_decision(path)  # cannot be stat'ed: read_model names the problem
+
+
+def _read_decision(path: Path) -> DecisionDocument:
     return read_model(
         path,
         DecisionDocument,

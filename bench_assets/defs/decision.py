@@ -35,6 +35,8 @@ from bench_assets.decision.documents import (
     load_aggregate_set,
     load_cell,
     load_decision,
+    remember_aggregate_set,
+    remember_decision,
 )
 from bench_assets.decision.explain import integrity_lines, v2_lines
 from bench_assets.decision.gate_input import (
@@ -150,6 +152,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
     body = aset.model_dump(mode="json")
     digest = sha256_json(body)
     path = atomic_write_json(bench.artifacts().aggregate_set(digest), body, compact=True)
+    remember_aggregate_set(path, aset)
     incomplete = {a.task: a.missing_cells for a in aset.tasks if a.missing_cells}
     listed = "; ".join(f"{t}: {', '.join(cells)}" for t, cells in sorted(incomplete.items()))
     refused_md = "\n".join(f"- {r.task} {r.cell}: {r.reason}" for r in aset.refused[:MAX_LISTED])
@@ -424,6 +427,7 @@ def promotion_decision(
             compact=True,
         )
     decision_path = atomic_write_json(folder / "decision.json", body, compact=True)
+    remember_decision(decision_path, doc)
     entry = ledger_mod.append(
         artifacts.ledger(),
         decision=doc.verdict,

@@ -310,9 +310,23 @@ class FileCache(Generic[V]):
         if hit is not None and hit[0] == key:
             return hit[1]
         value = load(path)
+        self._keep(str(path), key, value)
+        return value
+
+    def put(self, path: Path, value: V) -> None:
+        """Keep ``value`` as what ``path`` holds as it is now: for a writer that has the value it
+        just wrote (its next read in this process is then served without parsing the file).
+        Any later change to the file reads it again.
+
+        Raises:
+            OSError: ``path`` cannot be stat'ed.
+        """
+        st = path.stat()
+        self._keep(str(path), (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), value)
+
+    def _keep(self, path: str, key: tuple[int, int, int, int], value: V) -> None:
         with self._lock:
-            self._kept.pop(str(path), None)
+            self._kept.pop(path, None)
             while len(self._kept) >= self.max_entries:
                 self._kept.pop(next(iter(self._kept)))
-            self._kept[str(path)] = (key, value)
-        return value
+            self._kept[path] = (key, value)

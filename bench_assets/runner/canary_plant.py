@@ -83,7 +83,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from bench_assets.runner.canaries import Canary
+from bench_assets.runner.canaries import Canary, CanaryKind
 from bench_assets.runner.canary_literals import (
     always_fails_statement,
     false_assert,
@@ -314,14 +314,8 @@ class Planter(TestModule):
         expected = _renamed(t.node, name)
         _Replace(site, replacement).visit(expected)
         line = getattr(site, "lineno", 0)
-        canary = Canary(
-            id=self._id(t.cls, name),
-            kind="mutant",
-            copies=self._id(t.cls, t.node.name),
-            detail=f"line {line}: {_short(old_leaf)} -> {_short(new_leaf)}",
-        )
-        text = self._copy_text(t, name, [(a, b, new_text)])
-        return _Plan(canary, rng.choice(gaps), text, expected)
+        detail = f"line {line}: {_short(old_leaf)} -> {_short(new_leaf)}"
+        return self._copy_plan(t, name, "mutant", detail, [(a, b, new_text)], gaps, expected, rng)
 
     def _always_fails(self, t: TestDef, rng: random.Random) -> _Plan | None:
         gaps = self._gaps_for(t)
@@ -342,13 +336,27 @@ class Planter(TestModule):
             at = self.src.starts[end_line - 1] + len(self.src.lines[end_line - 1])
             if not self.src.lines[end_line - 1].endswith(("\n", "\r")):
                 stmt_text = self.src.newline + stmt_text
+        detail = f"line {line}: inserted {stmt_text.strip()}"
+        edits = [(at, at, stmt_text)]
+        return self._copy_plan(t, name, "always-fails", detail, edits, gaps, expected, rng)
+
+    def _copy_plan(
+        self,
+        t: TestDef,
+        name: str,
+        kind: CanaryKind,
+        detail: str,
+        edits: list[tuple[int, int, str]],
+        gaps: list[Gap],
+        expected: Func,
+        rng: random.Random,
+    ) -> _Plan:
+        """A canary that copies test ``t`` as ``name`` with ``edits``, planted in one of
+        ``gaps`` (the copy's text is made before the gap is drawn, as it always was)."""
         canary = Canary(
-            id=self._id(t.cls, name),
-            kind="always-fails",
-            copies=self._id(t.cls, t.node.name),
-            detail=f"line {line}: inserted {stmt_text.strip()}",
+            id=self._id(t.cls, name), kind=kind, copies=self._id(t.cls, t.node.name), detail=detail
         )
-        text = self._copy_text(t, name, [(at, at, stmt_text)])
+        text = self._copy_text(t, name, edits)
         return _Plan(canary, rng.choice(gaps), text, expected)
 
     def standalone(self, rng: random.Random, *, at_end: bool) -> _Plan:

@@ -204,8 +204,9 @@ def _read_plain_materializations(
 
 _PARSED: dict[str, dict[str, Any]] = {}
 """Plain metadata already parsed in this process, by the SHA-256 of the stored event's JSON. A
-decision reads the same 9,000–14,000 cell events up to three times (the unfinished-cells check,
-the aggregates, the pooled history); parsing them was 2.7 of its 14 s at 1,000 tasks. Keyed by
+decision reads the same 9,000–14,000 cell events up to three times (the aggregates, the
+decision's own check of its evidence rows, the pooled history); parsing them was 2.7 of its 14 s
+at 1,000 tasks (profiled). Keyed by
 the bytes, not the storage id, so a wiped or another instance's event log can never be served
 a stale parse; the events themselves are still read every time (a new materialization is seen)."""
 PARSED_MAX = 200_000

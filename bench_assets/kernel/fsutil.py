@@ -19,6 +19,8 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from bench_assets.kernel.hashing import canonical_json
+
 _RO_FILE = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _RO_DIR = _RO_FILE | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
@@ -49,12 +51,13 @@ def atomic_write_text(path: Path, text: str, *, mode: int = 0o644) -> Path:
 
 def atomic_write_json(path: Path, value: Any, *, mode: int = 0o644, compact: bool = False) -> Path:
     """Write ``value`` as key-sorted JSON to ``path`` atomically: indented, or with ``compact``
-    on one line. Compact is for the large documents a decision writes at 1,000 tasks (the
-    aggregate set, the gate input, the decision): indentation forces Python's pure-Python
-    encoder, about 20 times slower than the C one (3 of a decision's 14 s). Readers parse either;
-    ``wfbench explain --json`` prints them indented."""
+    in the canonical form (:func:`~bench_assets.kernel.hashing.canonical_json`). Compact is for
+    the large documents a decision writes at 1,000 tasks (the aggregate set, the gate input, the
+    decision): indentation forces Python's pure-Python encoder, many times slower than the C one
+    (about 3 s of a profiled 1,000-task decision). Readers parse either; ``wfbench explain
+    --json`` prints them indented."""
     if compact:
-        text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        text = canonical_json(value)
     else:
         text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
     return atomic_write_text(path, text + "\n", mode=mode)
@@ -285,6 +288,12 @@ def read_model(
 V = TypeVar("V")
 
 
+def _stat_key(path: Path) -> tuple[int, int, int, int]:
+    """What :class:`FileCache` compares: inode, size, mtime and ctime (ns)."""
+    st = path.stat()
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
 class FileCache(Generic[V]):
     """Values read from files, kept per process while each file is unchanged.
 
@@ -304,8 +313,7 @@ class FileCache(Generic[V]):
         Raises:
             OSError: ``path`` cannot be stat'ed (nothing is loaded).
         """
-        st = path.stat()
-        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        key = _stat_key(path)
         hit = self._kept.get(str(path))
         if hit is not None and hit[0] == key:
             return hit[1]
@@ -321,8 +329,7 @@ class FileCache(Generic[V]):
         Raises:
             OSError: ``path`` cannot be stat'ed.
         """
-        st = path.stat()
-        self._keep(str(path), (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), value)
+        self._keep(str(path), _stat_key(path), value)
 
     def _keep(self, path: str, key: tuple[int, int, int, int], value: V) -> None:
         with self._lock:

@@ -46,6 +46,10 @@ as its unchanged input phase — a lower bound: ``wfbench inputs`` materializes 
 process, one run per task, while a generation launches one queued run per task with a run
 start-up each (it has no other way; an edited task costs the same); ``decide g0001``.
 
+Why one file over 500 lines (about 920): a bench script that builds its own suites, records
+inputs and a whole generation without paying for them, and prints one table; every part is used
+only here (``bench/decide_scale.py`` imports its recording helpers).
+
 Run: ``.venv/bin/python bench/scale.py [--sizes 100,1000] [--today DIR | --today-json FILE]
 [--json] [--workdir DIR]``.
 Targets (issue 24): fresh plan at 1,000 tasks <= 10 s; the unchanged input phase at 1,000 tasks

@@ -4,6 +4,11 @@ Partition sync and pool limits, in-process materialization (of any assets, and o
 decision), and reads of the latest cells and decisions. Materializing a benchmark's inputs is
 :mod:`bench_assets.driver.inputs`' (``materialize_inputs``), beside the input phase it serves. The
 CLI imports this lazily so that ``wfbench validate`` never pays for importing Dagster.
+
+Why one file over 500 lines: the decision's materialization (one run, with the fallback run and
+the refusal of an unfinished generation when the completeness check stops it) grew it to about
+525, and ``driver/`` already has the 12 modules a room may hold (``tests/test_rooms.py``); the
+decision path is the in-process materialization this module exists for.
 """
 
 from collections.abc import Callable, Iterator
@@ -323,9 +328,8 @@ def materialize_aggregates(
     artifact_root: str,
     generation: str,
     progress: Callable[[str], None],
-) -> AggregateSet:
-    """Aggregate every task of a sequential look in one run of ``aggregates``; returns the
-    aggregate set it wrote.
+) -> None:
+    """Aggregate every task of a sequential look in one run of ``aggregates``.
 
     The tasks are the generation's (its manifest's) or, without one, every task partition;
     ``task_ids`` (the same tasks) names the incomplete ones. One unpartitioned materialization
@@ -339,7 +343,7 @@ def materialize_aggregates(
     resources = {"bench": BenchResource(tasks_dir=tasks_dir, artifact_root=artifact_root)}
     tags = {"wfbench/generation": generation} if generation else None
     _through_completeness(instance, [aggregates], resources, tags=tags)
-    return _aggregates_progress(instance, task_ids, progress)
+    _aggregates_progress(instance, task_ids, progress)
 
 
 def _aggregates_progress(

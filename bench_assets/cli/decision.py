@@ -19,6 +19,7 @@ from bench_assets.cli.common import (
     progress,
     tasks_option,
 )
+from bench_assets.kernel.gcpause import gc_paused
 from bench_assets.kernel.hashing import short
 from bench_assets.tasks.catalog import load_benchmark
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 @tasks_option
 @click.option("--generation", default="", help="Generation id recorded on the decision.")
 @json_option("Print the decision metadata as JSON.")
+@gc_paused()
 def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     """Aggregate every task's cells, run the promotion gate, write the report and ledger entry.
 

@@ -16,6 +16,7 @@ from bench_assets.cli.common import (
     progress,
     tasks_option,
 )
+from bench_assets.kernel.gcpause import gc_paused
 from bench_assets.kernel.hashing import short
 from bench_assets.tasks.catalog import load_benchmark
 
@@ -134,6 +135,7 @@ def evolve(
 @click.option("--explain", "explain_all", is_flag=True, help="Print the reason for every cell.")
 @json_option("Print a list of {task, arm, run, action, reason} objects.")
 @include_expensive_option
+@gc_paused()
 def plan(tasks_dir: Path, explain_all: bool, as_json: bool, include_expensive: bool) -> None:
     """Plan the next generation as `wfbench evolve` would: which cells run, which are reused, why.
 

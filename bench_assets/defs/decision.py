@@ -66,6 +66,7 @@ from bench_assets.gate import review as review_gate
 from bench_assets.generation import apply as apply_mod
 from bench_assets.kernel.errors import InputError, IntegrityError
 from bench_assets.kernel.fsutil import atomic_write_json, atomic_write_text
+from bench_assets.kernel.gcpause import gc_paused
 from bench_assets.kernel.hashing import sha256_json, short
 from bench_assets.kernel.store import ArtifactStore
 from bench_assets.tasks.catalog import Benchmark
@@ -130,6 +131,7 @@ def planned_cells(tasks_dir: str) -> list[tuple[str, str]]:
         "check: every planned cell present."
     ),
 )
+@gc_paused()
 def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.MaterializeResult:  # type: ignore[type-arg]
     """Aggregate every task a decision rests on, from bulk reads, into one aggregate set.
 
@@ -369,6 +371,7 @@ def _pooled_history(
         "reused from which run). Appended to the tamper-evident decision ledger."
     ),
 )
+@gc_paused()
 def promotion_decision(
     context: dg.AssetExecutionContext, config: DecisionConfig, bench: BenchResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]
@@ -525,6 +528,7 @@ def promotion_decision(
         "(resolve rate and median cost per task and arm; candidate vs incumbent cost scatter)."
     ),
 )
+@gc_paused()
 def benchmark_report(
     context: dg.AssetExecutionContext, bench: BenchResource
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]

@@ -31,6 +31,7 @@ from bench_assets.defs.resources import latest_metadata, latest_metadata_by_part
 from bench_assets.driver import services
 from bench_assets.generation.apply import ApplyResult
 from bench_assets.kernel.errors import GenerationUnfinished, InputError, WfbenchError, error_class
+from bench_assets.kernel.gcpause import gc_paused
 from bench_assets.kernel.store import ArtifactStore, default_artifact_root
 from bench_assets.tasks.catalog import Benchmark
 from bench_assets.tasks.sync import SyncPlan, plan_sync
@@ -246,6 +247,7 @@ def latest_cells(
     return out
 
 
+@gc_paused()
 def materialize_decision(
     instance: dg.DagsterInstance,
     task_ids: list[str],

@@ -1,0 +1,78 @@
+"""The cyclic collector is paused only for the bounded work wrapped in ``gc_paused``."""
+
+import gc
+import threading
+
+import pytest
+
+from bench_assets.kernel.gcpause import gc_paused
+
+
+@pytest.fixture(autouse=True)
+def _collector_on():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if was:
+        gc.enable()
+    else:
+        gc.disable()
+
+
+def test_paused_inside_and_resumed_after():
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_nested_blocks_resume_only_at_the_outermost():
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "an inner block must not resume the outer block's pause"
+    assert gc.isenabled()
+
+
+def test_resumed_after_an_exception():
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_a_collector_that_was_off_stays_off():
+    gc.disable()
+    with gc_paused():
+        pass
+    assert not gc.isenabled()
+
+
+def test_as_a_decorator_each_call_pauses_and_resumes():
+    seen: list[bool] = []
+
+    @gc_paused()
+    def work(x: int) -> int:
+        seen.append(gc.isenabled())
+        return x + 1
+
+    assert work(1) == 2 and work(2) == 3
+    assert seen == [False, False]
+    assert gc.isenabled()
+
+
+def test_overlapping_threads_resume_when_the_last_one_leaves():
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def other() -> None:
+        with gc_paused():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=other)
+    with gc_paused():
+        t.start()
+        assert inside.wait(5)
+    assert not gc.isenabled(), "the other thread is still inside its block"
+    leave.set()
+    t.join(5)
+    assert gc.isenabled()

@@ -34,7 +34,9 @@ def instance():
         yield inst
 
 
-def _materialize(instance: dg.DagsterInstance, asset: str, task: str, cell: str, md, dv) -> None:
+def _materialize(
+    instance: dg.DagsterInstance, asset: str, task: str, cell: str, md, dv, run: str = RUN
+) -> None:
     pk = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
     mat = dg.AssetMaterialization(
         asset, partition=pk, metadata=md, tags={"dagster/data_version": dv}
@@ -45,7 +47,7 @@ def _materialize(instance: dg.DagsterInstance, asset: str, task: str, cell: str,
             event_specific_data=StepMaterializationData(mat),
             job_name="__ASSET_JOB",
         ),
-        run_id=RUN,
+        run_id=run,
     )
 
 
@@ -137,13 +139,13 @@ def test_manifest_evidence_is_read_per_asset_in_bulk_and_every_cell_verified(
     tampered.write_text(json.dumps(body))
 
     calls: list[str] = []
-    real = evidence.partition_materializations_by_partition
+    real = evidence.materialization_ids_by_partition
 
     def counting(inst, asset, partitions, *a, **kw):
         calls.append(str(asset))
         return real(inst, asset, partitions, *a, **kw)
 
-    monkeypatch.setattr(evidence, "partition_materializations_by_partition", counting)
+    monkeypatch.setattr(evidence, "materialization_ids_by_partition", counting)
     from bench_assets.decision.manifest import load_complete
 
     manifest = load_complete(art.generation("g0001"))
@@ -155,6 +157,141 @@ def test_manifest_evidence_is_read_per_asset_in_bulk_and_every_cell_verified(
     assert all(i.run_id == RUN and not i.reused for i in inputs["alpha"])
     assert refused == {"alpha": {}, "beta": {"cand.r0": refused["beta"]["cand.r0"]}}
     assert "does not match the data version" in refused["beta"]["cand.r0"]
+
+
+def _newer(instance: dg.DagsterInstance, art: ArtifactStore, task: str, arm: str, run: str):
+    """A later materialization of ``task``'s ``arm`` cell by ``run``: another generation's record
+    with another identity (another candidate's cell, say)."""
+    base = rec(arm, 0, task=task, generation="g0002")
+    record = base.model_copy(
+        update={"identity_digest": f"other-{arm}", "record_id": f"{base.record_id}-{run}"}
+    )
+    path = write_record(art.cell(task, record.cell, record.record_id), record)
+    asset = "candidate_cells" if arm == "cand" else "comparator_cells"
+    md = cell_metadata(record, path, CellMaterialization.fresh(record, path, "missing"))
+    _materialize(instance, asset, task, record.cell, md, record.data_version, run=run)
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    reads: list[tuple[str, int]] = []
+    real = evidence.metadata_by_storage_id
+
+    def counting(inst, asset, ids):
+        ids = list(ids)
+        reads.append((str(asset), len(ids)))
+        return real(inst, asset, ids)
+
+    monkeypatch.setattr(evidence, "metadata_by_storage_id", counting)
+    return reads
+
+
+def test_evidence_is_found_in_rounds_one_event_per_cell_until_a_cell_needs_an_older_one(
+    tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision reads each cell's newest materialization first and goes further back only for
+    the cells that refused it: here alpha's comparator cell was re-materialized by a later run
+    for another identity, so that one cell is read twice and every other cell once — not
+    every generation's event for every cell."""
+    art = ArtifactStore(tmp_path / "art")
+    _generation(instance, art)
+    _newer(instance, art, "alpha", "w", "g0002-run-0001")
+    reads = _counting_reads(monkeypatch)
+    from bench_assets.decision.manifest import load_complete
+
+    manifest = load_complete(art.generation("g0001"))
+    assert manifest is not None
+    inputs, refused = evidence.collect_manifest_inputs(instance, manifest.tasks.values())
+    assert refused == {"alpha": {}, "beta": {}}
+    assert {(t, i.record.cell, i.run_id) for t, rows in inputs.items() for i in rows} == {
+        (t, c, RUN) for t in ("alpha", "beta") for c in ("w.r0", "cand.r0")
+    }
+    assert sorted(reads) == [
+        ("candidate_cells", 2),
+        ("comparator_cells", 1),
+        ("comparator_cells", 2),
+    ]
+
+
+def test_a_reused_cell_reads_only_the_named_runs_materialization(
+    tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reused cell's evidence is the named run's materialization: later ones of the partition
+    (another candidate's, a UI run's) are passed over by run id, before any is read."""
+    art = ArtifactStore(tmp_path / "art")
+    paths = _generation(instance, art)
+    for run in ("g0002-run-0001", "g0003-run-0001"):
+        _newer(instance, art, "alpha", "w", run)
+    reads = _counting_reads(monkeypatch)
+    record, digest = load_verified(paths["alpha", "w.r0"])
+    cell = ManifestCell(
+        task="alpha",
+        cell="w.r0",
+        asset="comparator_cells",
+        role="comparator",
+        identity_digest="id-w",
+        action="reuse",
+        kind="reusable",
+        source_run_id=RUN,
+        source_data_version=digest,
+    )
+    found = evidence.accept_manifest_cells(instance, [cell], "g0004")
+    ok, why = found["alpha", "w.r0"]
+    assert ok is not None and ok.run_id == RUN and ok.record == record and why == ""
+    assert reads == [("comparator_cells", 1)]
+    wrong = cell.model_copy(update={"source_run_id": "g0009-run-0001"})
+    ok, why = evidence.accept_manifest_cells(instance, [wrong], "g0004")["alpha", "w.r0"]
+    assert ok is None and why == "no materialization of the cell"
+
+
+@pytest.mark.parametrize("ad_hoc", [False, True])
+def test_rounds_give_what_reading_each_cells_whole_history_gives(
+    tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch, ad_hoc: bool
+) -> None:
+    """The same evidence and the same reasons as judging every partition's history at once (the
+    path for event logs that are not SQL), with refused materializations on both sides of the
+    accepted one and a cell whose only materialization is refused."""
+    art = ArtifactStore(tmp_path / "art")
+    paths = _generation(instance, art)
+    _newer(instance, art, "alpha", "w", "g0002-run-0001")
+    _newer(instance, art, "beta", "cand", "g0002-run-0001")
+    tampered = paths["beta", "cand.r0"]
+    body = json.loads(tampered.read_text())
+    body["resolved"] = not body["resolved"]
+    time.sleep(0.01)
+    tampered.write_text(json.dumps(body))
+
+    def judge_all() -> dict:
+        if not ad_hoc:
+            from bench_assets.decision.manifest import load_complete
+
+            manifest = load_complete(art.generation("g0001"))
+            assert manifest is not None
+            return evidence.accept_manifest_cells(instance, manifest.cells(), "g0001")
+        wanted = {
+            str(dg.MultiPartitionKey({"task": t, "cell": c})): (t, c)
+            for t in ("alpha", "beta")
+            for c in ("w.r0", "cand.r0")
+        }
+        out = {}
+        for asset in ("comparator_cells", "candidate_cells"):
+            keys = {k: v for k, v in wanted.items() if (v[1] == "cand.r0") == (asset[:4] == "cand")}
+            out |= evidence.first_acceptable(
+                instance,
+                asset,
+                keys,
+                lambda cell, c: evidence.manifest_mod.accept_current(f"id-{cell[1][:-3]}", [c]),
+            )
+        return out
+
+    rounds = judge_all()
+    monkeypatch.setattr(evidence, "materialization_ids_by_partition", lambda *a, **k: None)
+    whole = judge_all()
+    assert rounds == whole
+    assert sum(ok is not None for ok, _ in rounds.values()) == 3
+    assert [why for ok, why in rounds.values() if ok is None] == [
+        next(why for ok, why in whole.values() if ok is None)
+    ]
+    assert "does not match the data version" in next(w for ok, w in rounds.values() if ok is None)
 
 
 def _report_input(instance: dg.DagsterInstance, asset: str, task: str | None, n: int) -> None:

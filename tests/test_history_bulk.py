@@ -104,6 +104,47 @@ def test_bulk_history_of_nothing_and_of_repeated_partitions(instance: dg.Dagster
         partition_materializations_by_partition(instance, "cells", keys, 0)
 
 
+def test_bulk_history_after_a_timestamp_keeps_only_what_came_later(
+    instance: dg.DagsterInstance, path: str
+) -> None:
+    """The pooled history's age limit, applied by the read (both ways it reads)."""
+    import time
+
+    _report(instance, "cells", "p0", 1)
+    _report(instance, "cells", "p1", 2)
+    time.sleep(0.05)
+    cut = time.time()
+    time.sleep(0.05)
+    _report(instance, "cells", "p0", 3)
+    got = partition_materializations_by_partition(
+        instance, "cells", ["p0", "p1"], 5, after_timestamp=cut
+    )
+    assert {k: [md["n"] for md in v] for k, v in got.items()} == {"p0": [3], "p1": []}
+    whole = partition_materializations_by_partition(instance, "cells", ["p0", "p1"], 5)
+    assert {k: [md["n"] for md in v] for k, v in whole.items()} == {"p0": [3, 1], "p1": [2]}
+
+
+def test_materialization_ids_newest_first_with_their_runs(
+    instance: dg.DagsterInstance, path: str
+) -> None:
+    """What a decision judges before reading an event body: ids and run ids, newest first, cut
+    at the limit; no SQL event log, no ids (the caller reads the histories instead)."""
+    keys = _history(instance)
+    ids = resources.materialization_ids_by_partition(instance, "cells", keys, 3)
+    if path == "dagster":
+        assert ids is None
+        return
+    assert ids is not None
+    history = partition_materializations_by_partition(instance, "cells", keys, 3)
+    assert list(ids) == keys and ids["p6"] == []
+    mds = resources.metadata_by_storage_id(
+        instance, "cells", [i for found in ids.values() for i, _ in found]
+    )
+    for key in keys:
+        assert [mds[i] for i, _ in ids[key]] == history[key]
+        assert [run for _, run in ids[key]] == [md["run_id"] for md in history[key]]
+
+
 @pytest.fixture(params=["sharded", "consolidated"])
 def wipe_instance(request: pytest.FixtureRequest, path: str, tmp_path):
     """The default sqlite storage deletes a wiped asset's events; the consolidated one, like

@@ -255,6 +255,16 @@ def _verified(c: Candidate, identity_digest: str) -> tuple[CellRecord | None, st
     return record, ""
 
 
+NO_MATERIALIZATION = "no materialization of the cell"
+"""Why a cell is not evidence when :func:`accept` or :func:`accept_current` judged nothing."""
+
+
+def considers(cell: ManifestCell, run_id: str) -> bool:
+    """Whether :func:`accept` judges a materialization of ``cell`` made by run ``run_id`` at all
+    (a reused cell's evidence is the named run's; any other run's is passed over unread)."""
+    return cell.action != "reuse" or run_id == cell.source_run_id
+
+
 def accept(
     cell: ManifestCell, generation: str, found: Iterable[Candidate]
 ) -> tuple[Accepted | None, str]:
@@ -265,9 +275,9 @@ def accept(
         generation: The generation being decided.
         found: The partition's materializations, newest first.
     """
-    why = "no materialization of the cell"
+    why = NO_MATERIALIZATION
     for c in found:
-        if cell.action == "reuse" and c.run_id != cell.source_run_id:
+        if not considers(cell, c.run_id):
             continue
         if cell.action == "reuse" and c.data_version != cell.source_data_version:
             why = (
@@ -312,7 +322,7 @@ def accept_current(identity_digest: str, found: Iterable[Candidate]) -> tuple[Cu
         identity_digest: The identity digest the cell's arm has now.
         found: The partition's materializations, newest first.
     """
-    why = "no materialization of the cell"
+    why = NO_MATERIALIZATION
     for c in found:
         record, why_not = _verified(c, identity_digest)
         if record is not None:

@@ -340,7 +340,13 @@ def _pooled_history(
         str(dg.MultiPartitionKey({"task": t, "cell": c})): (t, c)
         for t, c in pool_mod.history_cells(aggs, inc)
     }
-    found = partition_materializations_by_partition(instance, "comparator_cells", keys, limit=50)
+    # Only what can still be pooled: a record is materialized after it is recorded, so nothing
+    # stored before the age limit (a day's slack for clocks) holds a record young enough; a
+    # year of weekly generations is no longer read to pool the last 90 days.
+    max_age = dt.timedelta(days=bench.config.reuse.max_age_days + 1)
+    found = partition_materializations_by_partition(
+        instance, "comparator_cells", keys, limit=50, after_timestamp=(now - max_age).timestamp()
+    )
     history: dict[tuple[str, str], list[Any]] = {}
     for key, mds in found.items():
         task, cell = keys[key]

@@ -12,8 +12,8 @@ older than the overlay it is asked about lends it nothing. A cell that fails is 
 reason (:class:`~bench_assets.decision.documents.RefusedCell`).
 """
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 import dagster as dg
 
@@ -26,6 +26,8 @@ from bench_assets.decision.manifest import ManifestCell, TaskManifest
 from bench_assets.defs.cells import Upstream, load_cell_inputs, prefetched_upstream
 from bench_assets.defs.resources import (
     BenchResource,
+    materialization_ids_by_partition,
+    metadata_by_storage_id,
     partition_materializations_by_partition,
 )
 from bench_assets.inputs import binding as binding_mod
@@ -47,6 +49,65 @@ def _input(
         source_generation=record.generation if reused else None,
         data_version=data_version,
     )
+
+
+K = TypeVar("K")
+R = TypeVar("R")
+Judge = Callable[[K, manifest_mod.Candidate], tuple[R | None, str]]
+
+HISTORY_JUDGED = 25
+"""A partition's newest materializations a decision looks through for its evidence."""
+
+
+def first_acceptable(
+    instance: dg.DagsterInstance,
+    asset: str,
+    wanted: Mapping[str, K],
+    judge: "Judge[K, R]",
+    considers: Callable[[K, str], bool] = lambda _cell, _run: True,
+) -> dict[str, tuple[R | None, str]]:
+    """Per partition of ``asset`` in ``wanted``, the newest of its last :data:`HISTORY_JUDGED`
+    materializations that ``judge`` accepts for the cell it stands for, or why none is: the
+    reason the last one judged was refused, else
+    :data:`~bench_assets.decision.manifest.NO_MATERIALIZATION`. Exactly what ``judge`` (say
+    :func:`~bench_assets.decision.manifest.accept`) answers given the partition's whole list,
+    newest first, but read in rounds: the newest materialization each open cell still
+    ``considers`` (by run id, before reading anything), then the next one of the cells that
+    refused it, and so on. A generation's evidence is almost always the newest, so a decision
+    reads one event per cell, not every generation's (a year of weekly generations is 25 per
+    cell). Event logs that are not SQL are read whole, as before
+    (:func:`partition_materializations_by_partition`).
+    """
+    out: dict[str, tuple[R | None, str]] = {
+        key: (None, manifest_mod.NO_MATERIALIZATION) for key in wanted
+    }
+    ids = materialization_ids_by_partition(instance, asset, wanted, HISTORY_JUDGED)
+    if ids is None:
+        found = partition_materializations_by_partition(instance, asset, wanted, HISTORY_JUDGED)
+        for key, cell in wanted.items():
+            for md in found.get(key, []):
+                c = manifest_mod.Candidate.from_metadata(md)
+                if c is None or not considers(cell, c.run_id):
+                    continue
+                out[key] = judge(cell, c)
+                if out[key][0] is not None:
+                    break
+        return out
+    queue = {
+        key: [i for i, run in ids.get(key, []) if considers(cell, run)]
+        for key, cell in wanted.items()
+    }
+    open_ = [key for key in wanted if queue[key]]
+    while open_:
+        batch = {queue[key].pop(0): key for key in open_}
+        mds = metadata_by_storage_id(instance, asset, batch)
+        for storage_id, key in batch.items():
+            meta = mds.get(storage_id)
+            c = None if meta is None else manifest_mod.Candidate.from_metadata(meta)
+            if c is not None:
+                out[key] = judge(wanted[key], c)
+        open_ = [key for key in batch.values() if out[key][0] is None and queue[key]]
+    return out
 
 
 def _inputs_now(
@@ -133,7 +194,7 @@ def collect_current_inputs(
     recorded, made for the identity the cell's arm has now (:func:`current_identities`; so
     never another candidate's cell), not an ad-hoc cell — whatever generation paid for it.
 
-    One bulk lookup of each partition's recent materializations per cell asset. Within a
+    Read per cell asset in rounds, newest first (:func:`first_acceptable`). Within a
     generation (one planned before manifests existed), a record another generation paid for is
     reused evidence.
 
@@ -144,23 +205,27 @@ def collect_current_inputs(
     wanted: dict[str, dict[str, tuple[str, str]]] = {}
     for task, cells in planned.items():
         for asset, cell in cells:
-            key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
-            wanted.setdefault(asset, {})[key] = (task, cell)
-    found = {
-        a: partition_materializations_by_partition(instance, a, keys) for a, keys in wanted.items()
-    }
+            if (task, cell) not in no_identity:
+                key = str(dg.MultiPartitionKey({"task": task, "cell": cell}))
+                wanted.setdefault(asset, {})[key] = (task, cell)
+
+    def judge(
+        cell: tuple[str, str], c: manifest_mod.Candidate
+    ) -> tuple[manifest_mod.Current | None, str]:
+        return manifest_mod.accept_current(expected[cell], [c])
+
+    found: dict[tuple[str, str], tuple[manifest_mod.Current | None, str]] = {}
+    for asset, keys in wanted.items():
+        judged = first_acceptable(instance, asset, keys, judge)
+        found |= {keys[key]: verdict for key, verdict in judged.items()}
     out: dict[str, list[agg_mod.AggregateInput]] = {task: [] for task in planned}
     refused: dict[str, dict[str, str]] = {task: {} for task in planned}
     for task, cells in planned.items():
-        for asset, cell in cells:
+        for _asset, cell in cells:
             if (task, cell) in no_identity:
                 refused[task][cell] = no_identity[task, cell]
                 continue
-            mds = found[asset].get(str(dg.MultiPartitionKey({"task": task, "cell": cell})), [])
-            options = (manifest_mod.Candidate.from_metadata(md) for md in mds)
-            ok, why = manifest_mod.accept_current(
-                expected[task, cell], [c for c in options if c is not None]
-            )
+            ok, why = found[task, cell]
             if ok is None:
                 refused[task][cell] = why
                 continue
@@ -181,8 +246,8 @@ def accept_manifest_cells(
     """Every planned cell's verified evidence (:func:`bench_assets.decision.manifest.accept`), or
     why there is none, per ``(task, cell)``.
 
-    One bulk lookup of the cells' recent materializations per cell asset
-    (:func:`partition_materializations_by_partition`: a few queries for 9,000 cells, where one
+    Per cell asset, the cells' materializations are listed in a few queries and read in rounds
+    (:func:`first_acceptable`: one event per cell when the newest is the evidence, where one
     query per cell cost seconds); each record is read and digested once per process
     (:func:`bench_assets.cells.records.load_verified`).
     """
@@ -190,14 +255,16 @@ def accept_manifest_cells(
     for mc in cells:
         key = str(dg.MultiPartitionKey({"task": mc.task, "cell": mc.cell}))
         wanted.setdefault(mc.asset, {})[key] = mc
+
+    def judge(
+        mc: ManifestCell, c: manifest_mod.Candidate
+    ) -> tuple[manifest_mod.Accepted | None, str]:
+        return manifest_mod.accept(mc, generation, [c])
+
     out: dict[tuple[str, str], tuple[manifest_mod.Accepted | None, str]] = {}
     for asset, keys in wanted.items():
-        found = partition_materializations_by_partition(instance, asset, keys)
-        for key, mc in keys.items():
-            options = (manifest_mod.Candidate.from_metadata(md) for md in found.get(key, []))
-            out[mc.task, mc.cell] = manifest_mod.accept(
-                mc, generation, [c for c in options if c is not None]
-            )
+        judged = first_acceptable(instance, asset, keys, judge, manifest_mod.considers)
+        out |= {(keys[key].task, keys[key].cell): verdict for key, verdict in judged.items()}
     return out
 
 

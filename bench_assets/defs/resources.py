@@ -292,6 +292,7 @@ def partition_materializations_by_partition(
     *,
     page: int = PAGE,
     records_per_query: int = HISTORY_PAGE,
+    after_timestamp: float | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """:func:`partition_materializations` of many partitions of one asset, in few queries.
 
@@ -304,6 +305,7 @@ def partition_materializations_by_partition(
     through Dagster): about ``2 + 2 * records / page`` queries. Other storages go through
     ``fetch_materializations``, ``records_per_query`` newest records of the chunk's partitions
     per query, a partition dropped from later queries once it has ``limit``.
+    ``after_timestamp``: only materializations stored after it (Unix seconds).
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
@@ -312,13 +314,15 @@ def partition_materializations_by_partition(
     out: dict[str, list[dict[str, Any]]] = {p: [] for p in wanted}
     for start in range(0, len(wanted), page):
         chunk = wanted[start : start + page]
-        ids = _materialization_ids(instance, key, chunk)
+        ids = _materialization_ids(instance, key, chunk, after_timestamp)
         if ids is None:
-            _history_through_dagster(instance, key, chunk, limit, records_per_query, out)
+            _history_through_dagster(
+                instance, key, chunk, limit, records_per_query, out, after_timestamp
+            )
             continue
         by_id: dict[int, str] = {}
         for partition, found in ids.items():
-            by_id |= dict.fromkeys(sorted(found, reverse=True)[:limit], partition)
+            by_id |= dict.fromkeys([i for i, _ in found[:limit]], partition)
         mds = _metadata_by_storage_id(instance, key, sorted(by_id), page)
         for storage_id in sorted(by_id, reverse=True):
             if storage_id in mds:
@@ -326,12 +330,48 @@ def partition_materializations_by_partition(
     return out
 
 
+def materialization_ids_by_partition(
+    instance: dg.DagsterInstance,
+    asset: str | dg.AssetKey,
+    partitions: Iterable[str],
+    limit: int = 25,
+    *,
+    page: int = PAGE,
+) -> dict[str, list[tuple[int, str]]] | None:
+    """The storage and run ids of each partition's newest ``limit`` materializations, newest
+    first (``[]`` for a partition with none), without reading a single event body: what lets a
+    caller read only the materializations it will judge (:func:`metadata_by_storage_id`), not
+    every partition's history. ``None`` when the event log is not SQL (then use
+    :func:`partition_materializations_by_partition`)."""
+    key = _key(asset)
+    wanted = list(dict.fromkeys(partitions))
+    out: dict[str, list[tuple[int, str]]] = {p: [] for p in wanted}
+    for start in range(0, len(wanted), page):
+        ids = _materialization_ids(instance, key, wanted[start : start + page], None)
+        if ids is None:
+            return None
+        for partition, found in ids.items():
+            out[partition] = found[:limit]
+    return out
+
+
+def metadata_by_storage_id(
+    instance: dg.DagsterInstance, asset: str | dg.AssetKey, storage_ids: Iterable[int]
+) -> dict[int, dict[str, Any]]:
+    """:func:`record_metadata` of these materializations of ``asset``, in few queries; a
+    materialization Dagster cannot read is left out."""
+    return _metadata_by_storage_id(instance, _key(asset), sorted(set(storage_ids)), PAGE)
+
+
 def _materialization_ids(
-    instance: dg.DagsterInstance, key: dg.AssetKey, partitions: list[str]
-) -> dict[str, list[int]] | None:
-    """Storage ids of every materialization of these partitions (the filter
-    ``fetch_materializations`` applies: event type, asset, partitions, last wipe); None when the
-    event log is not SQL."""
+    instance: dg.DagsterInstance,
+    key: dg.AssetKey,
+    partitions: list[str],
+    after_timestamp: float | None,
+) -> dict[str, list[tuple[int, str]]] | None:
+    """Storage and run ids of every materialization of these partitions, newest first (the
+    filter ``fetch_materializations`` applies: event type, asset, partitions, last wipe, and
+    ``after_timestamp``); None when the event log is not SQL."""
     from dagster._core.storage.event_log.schema import SqlEventLogStorageTable as T
     from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
 
@@ -344,16 +384,17 @@ def _materialization_ids(
         event_type=dg.DagsterEventType.ASSET_MATERIALIZATION,
         asset_key=key,
         asset_partitions=partitions,
+        after_timestamp=after_timestamp,
     )
     details = storage._get_assets_details([key])[0]
     query = storage._apply_filter_to_query(
-        sa.select(T.c.id, T.c.partition), records_filter, asset_details=details
+        sa.select(T.c.id, T.c.partition, T.c.run_id), records_filter, asset_details=details
     )
     with storage.index_connection() as conn:
         rows = conn.execute(query).fetchall()
-    out: dict[str, list[int]] = {}
-    for storage_id, partition in rows:
-        out.setdefault(partition, []).append(storage_id)
+    out: dict[str, list[tuple[int, str]]] = {}
+    for storage_id, partition, run_id in sorted(rows, reverse=True):
+        out.setdefault(partition, []).append((storage_id, run_id))
     return out
 
 
@@ -385,6 +426,7 @@ def _history_through_dagster(
     limit: int,
     records_per_query: int,
     out: dict[str, list[dict[str, Any]]],
+    after_timestamp: float | None,
 ) -> None:
     """:func:`partition_materializations_by_partition` of one chunk, through Dagster alone."""
     open_ = set(partitions)
@@ -392,7 +434,9 @@ def _history_through_dagster(
     cursor = None
     while open_:
         result = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=key, asset_partitions=sorted(open_)),
+            dg.AssetRecordsFilter(
+                asset_key=key, asset_partitions=sorted(open_), after_timestamp=after_timestamp
+            ),
             limit=records_per_query,
             cursor=cursor,
             ascending=False,

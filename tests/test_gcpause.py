@@ -76,3 +76,19 @@ def test_overlapping_threads_resume_when_the_last_one_leaves():
     leave.set()
     t.join(5)
     assert gc.isenabled()
+
+
+def test_the_console_script_freezes_the_heap_before_the_process_exits():
+    """``wfbench`` (the click group called as a script) freezes; ``main.main`` (tests) does not."""
+    from bench_assets.cli import main
+
+    gc.unfreeze()
+    try:
+        with pytest.raises(SystemExit):
+            main.main(["--version"])
+        assert gc.get_freeze_count() == 0
+        with pytest.raises(SystemExit):
+            main(["--version"])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()

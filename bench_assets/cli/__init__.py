@@ -26,6 +26,7 @@ from bench_assets import __version__
 from bench_assets.cli import cells, decision, doctor, generation, suites, tasks
 from bench_assets.cli.common import EXIT_FAILED, exit_code_for, fail
 from bench_assets.kernel.errors import ValidationFailed, WfbenchError
+from bench_assets.kernel.gcpause import freeze_before_exit
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
@@ -52,6 +53,15 @@ def _storage_message(e: BaseException) -> str | None:
 
 class _Group(click.Group):
     """Turns wfbench errors, a full disk, Ctrl-C and SIGTERM into one line and their exit code."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """The console script (``wfbench``, ``python -m bench_assets.cli``): the process exits
+        when the command returns, so its heap is frozen first
+        (:func:`~bench_assets.kernel.gcpause.freeze_before_exit`). Tests call ``main.main``."""
+        try:
+            return super().__call__(*args, **kwargs)
+        finally:
+            freeze_before_exit()
 
     def invoke(self, ctx: click.Context) -> Any:
         previous = signal.signal(signal.SIGTERM, _terminate)

@@ -107,6 +107,43 @@ def test_a_record_is_read_once_and_again_after_it_is_rewritten(tmp_path: Path) -
     assert digest2 != digest and again.resolved != record.resolved
 
 
+def test_a_record_stored_canonical_is_verified_by_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``record.json`` is the canonical JSON its data version digests: given that data version,
+    the file's bytes verify it without serializing the record again; a record written indented
+    (before records were stored canonical) still verifies by its content; an edit of either,
+    even one of the same size, never does."""
+    from bench_assets.cells import records as records_mod
+    from bench_assets.kernel.hashing import canonical_json
+
+    record = rec("w", 0)
+    dv = record.data_version
+    path = write_record(tmp_path / "canon", record)
+    assert path.read_text() == canonical_json(record.model_dump(mode="json")) + "\n"
+
+    legacy = tmp_path / "legacy" / "record.json"
+    legacy.parent.mkdir()
+    legacy.write_text(json.dumps(record.model_dump(mode="json"), indent=2, sort_keys=True))
+
+    def no_serializing(_value):
+        raise AssertionError("a canonical record matching its data version was serialized")
+
+    monkeypatch.setattr(records_mod, "sha256_json", no_serializing)
+    assert load_verified(path, dv) == (record, dv)
+    monkeypatch.undo()
+    assert load_verified(legacy, dv) == (record, dv)  # its content, digested as before
+    assert load_verified(path) == (record, dv)  # no expected value: the content digest
+
+    for p in (path, legacy):
+        text = p.read_text()
+        edited = text.replace('"rid-', '"rie-')  # the same size, another record id
+        assert edited != text
+        time.sleep(0.01)
+        p.write_text(edited)
+        assert load_verified(p, dv)[1] != dv, p
+
+
 def test_a_value_a_writer_remembers_is_served_only_while_its_file_is_unchanged(
     tmp_path: Path,
 ) -> None:

@@ -22,6 +22,7 @@ from bench_assets.kernel.fsutil import (
     FileCache,
     atomic_write_bytes,
     atomic_write_json,
+    parse_model,
     read_model,
 )
 from bench_assets.kernel.hashing import sha256_bytes, sha256_json
@@ -184,16 +185,41 @@ def write_artifact(folder: Path, name: str, data: bytes, truncated: bool = False
 
 
 def write_record(folder: Path, record: CellRecord) -> Path:
-    """Write ``record.json`` last, atomically: the commit point of a cell."""
-    return atomic_write_json(folder / "record.json", record.model_dump(mode="json"))
+    """Write ``record.json`` last, atomically: the commit point of a cell.
+
+    Stored in its canonical form (one line, keys sorted: the bytes :attr:`CellRecord.data_version`
+    digests, plus a newline), so a reader verifies it by hashing the file
+    (:func:`load_verified`); ``python -m json.tool record.json`` shows it indented."""
+    return atomic_write_json(folder / "record.json", record.model_dump(mode="json"), compact=True)
 
 
 VERIFIED_CACHE_MAX = 50_000
 """Records :func:`load_verified` keeps per process (a 1,000-task generation has 9,000)."""
-_verified: FileCache[tuple[CellRecord, str]] = FileCache(VERIFIED_CACHE_MAX)
 
 
-def load_verified(path: Path) -> tuple[CellRecord, str]:
+class _Loaded:
+    """A parsed record file, the digest of its bytes and (once asked for) of its content."""
+
+    __slots__ = ("record", "stored", "content")
+
+    def __init__(self, record: "CellRecord", stored: str) -> None:
+        self.record = record
+        self.stored = stored
+        self.content: str | None = None
+
+    def digest(self, expected: str | None) -> str:
+        if expected is not None and self.stored == expected:
+            return expected
+        if self.content is None:
+            self.content = self.record.data_version
+        return self.content
+
+
+_verified: FileCache[_Loaded] = FileCache(VERIFIED_CACHE_MAX)
+_HINT = "the cell will be paid again rather than reused"
+
+
+def load_verified(path: Path, expected: str | None = None) -> tuple[CellRecord, str]:
     """:func:`load_record` and the record's content digest (its data version), computed once per
     file per process while the file is unchanged (:class:`~bench_assets.kernel.fsutil.FileCache`).
 
@@ -202,18 +228,32 @@ def load_verified(path: Path) -> tuple[CellRecord, str]:
     digests at 1,000 tasks. Any write, rename over or ``touch`` of the file reads and digests it
     again; the caller still compares the digest with the data version Dagster recorded.
 
+    ``expected``: that data version, when the caller has it. A record stored in canonical form
+    (:func:`write_record`) whose bytes hash to it is exactly the content that was digested when
+    it was materialized, so it is not serialized again to be digested (at 4 KB a record, dumping
+    and re-encoding it was most of a 1,000-task decision's record check); any other file — one
+    written indented before records were stored canonical, or edited — has its content digested
+    as before, and an edit never matches.
+
     Raises:
         RecordCorrupt: as :func:`load_record`, and when the file cannot be stat'ed.
     """
     try:
-        return _verified.get(path, _load_digested)
+        loaded = _verified.get(path, _load_digested)
     except OSError as e:
         raise RecordCorrupt(f"{path}: cannot read the cell record ({e})") from None
+    return loaded.record, loaded.digest(expected)
 
 
-def _load_digested(path: Path) -> tuple[CellRecord, str]:
-    record = load_record(path)
-    return record, record.data_version
+def _load_digested(path: Path) -> _Loaded:
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise RecordCorrupt(f"{path}: cannot read the cell record ({e}); {_HINT}") from None
+    record = parse_model(
+        path, data, CellRecord, what="cell record", error=RecordCorrupt, hint=_HINT
+    )
+    return _Loaded(record, sha256_bytes(data[:-1] if data.endswith(b"\n") else data))
 
 
 def load_record(path: Path) -> CellRecord:
@@ -223,10 +263,4 @@ def load_record(path: Path) -> CellRecord:
         RecordCorrupt: unreadable, not JSON, truncated or not a record of this schema — named by
             file, never a raw validation traceback.
     """
-    return read_model(
-        path,
-        CellRecord,
-        what="cell record",
-        error=RecordCorrupt,
-        hint="the cell will be paid again rather than reused",
-    )
+    return read_model(path, CellRecord, what="cell record", error=RecordCorrupt, hint=_HINT)

@@ -132,11 +132,11 @@ def load_cell(task: str, cell: str, asset: str, md: Mapping[str, Any]) -> CellVi
     path = Path(mat.record_path)
     if not path.is_file():
         return None
+    data_version = md.get("data_version")
     try:
-        record, digest = load_verified(path)
+        record, digest = load_verified(path, data_version)
     except RecordCorrupt:
         return None
-    data_version = md.get("data_version")
     if data_version is not None and data_version != digest:
         return None
     return CellView(

@@ -236,7 +236,7 @@ def _verified(c: Candidate, identity_digest: str) -> tuple[CellRecord | None, st
     (or why not): readable, unchanged since it was recorded, made for this identity, not ad hoc.
     Every path that decides (a generation's manifest, an ad-hoc decision) checks these."""
     try:
-        record, digest = load_verified(Path(c.record_path))
+        record, digest = load_verified(Path(c.record_path), c.data_version)
     except RecordCorrupt as e:
         return None, str(e)
     if c.data_version != digest:

@@ -278,9 +278,23 @@ def read_model(
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise error(f"{path}: cannot read the {what} ({e}){tail}") from None
+    return parse_model(path, text, model, what=what, error=error, hint=hint)
+
+
+def parse_model(
+    path: Path,
+    data: str | bytes,
+    model: type[M],
+    *,
+    what: str,
+    error: type[Exception],
+    hint: str = "",
+) -> M:
+    """:func:`read_model` of a document whose bytes were read already (to digest them too)."""
     try:
-        return model.model_validate_json(text)
+        return model.model_validate_json(data)
     except ValidationError as e:
+        tail = f"; {hint}" if hint else ""
         bad = sorted({".".join(str(p) for p in err["loc"]) or "(file)" for err in e.errors()})
         raise error(f"{path}: not a valid {what} (fields {', '.join(bad[:6])}){tail}") from None
 

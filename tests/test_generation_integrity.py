@@ -627,7 +627,7 @@ def test_a_record_edited_by_one_byte_is_neither_reused_nor_evidence(
     assert subprocess.run(cli("evolve", "--tasks", str(root)), env=env).returncode == 0
     (path,) = list((art / "cells" / "alpha" / "workflow.r0").glob("*/record.json"))
     text = path.read_text()
-    edited = text.replace('"turns": 3', '"turns": 4', 1)
+    edited = text.replace('"turns":3', '"turns":4', 1)  # record.json is canonical (compact)
     assert edited != text
     path.chmod(0o644)
     path.write_text(edited)  # still valid JSON, still a valid record: only the digest tells

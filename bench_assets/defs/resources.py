@@ -312,21 +312,21 @@ def partition_materializations_by_partition(
     key = _key(asset)
     wanted = list(dict.fromkeys(partitions))
     out: dict[str, list[dict[str, Any]]] = {p: [] for p in wanted}
-    for start in range(0, len(wanted), page):
-        chunk = wanted[start : start + page]
-        ids = _materialization_ids(instance, key, chunk, after_timestamp)
-        if ids is None:
+    ids = materialization_ids_by_partition(
+        instance, key, wanted, limit, page=page, after_timestamp=after_timestamp
+    )
+    if ids is None:
+        for start in range(0, len(wanted), page):
+            chunk = wanted[start : start + page]
             _history_through_dagster(
                 instance, key, chunk, limit, records_per_query, out, after_timestamp
             )
-            continue
-        by_id: dict[int, str] = {}
-        for partition, found in ids.items():
-            by_id |= dict.fromkeys([i for i, _ in found[:limit]], partition)
-        mds = _metadata_by_storage_id(instance, key, sorted(by_id), page)
-        for storage_id in sorted(by_id, reverse=True):
-            if storage_id in mds:
-                out[by_id[storage_id]].append(mds[storage_id])
+        return out
+    by_id = {i: partition for partition, found in ids.items() for i, _ in found}
+    mds = _metadata_by_storage_id(instance, key, sorted(by_id), page)
+    for storage_id in sorted(by_id, reverse=True):
+        if storage_id in mds:
+            out[by_id[storage_id]].append(mds[storage_id])
     return out
 
 
@@ -337,17 +337,18 @@ def materialization_ids_by_partition(
     limit: int = 25,
     *,
     page: int = PAGE,
+    after_timestamp: float | None = None,
 ) -> dict[str, list[tuple[int, str]]] | None:
-    """The storage and run ids of each partition's newest ``limit`` materializations, newest
-    first (``[]`` for a partition with none), without reading a single event body: what lets a
-    caller read only the materializations it will judge (:func:`metadata_by_storage_id`), not
-    every partition's history. ``None`` when the event log is not SQL (then use
-    :func:`partition_materializations_by_partition`)."""
+    """The storage and run ids of each partition's newest ``limit`` materializations (stored
+    after ``after_timestamp`` when given), newest first (``[]`` for a partition with none),
+    without reading a single event body: what lets a caller read only the materializations it
+    will judge (:func:`metadata_by_storage_id`), not every partition's history. ``None`` when
+    the event log is not SQL (then use :func:`partition_materializations_by_partition`)."""
     key = _key(asset)
     wanted = list(dict.fromkeys(partitions))
     out: dict[str, list[tuple[int, str]]] = {p: [] for p in wanted}
     for start in range(0, len(wanted), page):
-        ids = _materialization_ids(instance, key, wanted[start : start + page], None)
+        ids = _materialization_ids(instance, key, wanted[start : start + page], after_timestamp)
         if ids is None:
             return None
         for partition, found in ids.items():

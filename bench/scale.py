@@ -749,17 +749,19 @@ def run_today(
         ",".join(str(n) for n in sizes),
         "--real-inputs-max",
         str(real_inputs_max),
-        "--no-orchestration",
         "--workdir",
         str(work / "today"),
         "--json",
     ]
+    script = (checkout / "bench" / "scale.py").read_text(encoding="utf-8")
+    if "--no-orchestration" in script:  # the issue-time script's extra rows, not compared here
+        argv.append("--no-orchestration")
     _log(f"today's code: {' '.join(argv)}")
     proc = subprocess.run(argv, cwd=checkout, stdout=subprocess.PIPE, check=True)
     results: list[dict] = json.loads(proc.stdout)
     for r in results:
         n = int(r["tasks"])
-        if n > fresh_max:
+        if n > fresh_max or FRESH in r["times"]:  # a script with this one's rows timed it
             continue
         t = today_fresh_plan(checkout, n, work / "today-fresh")
         r["times"]["plan (fresh)"], r["peaks"]["plan (fresh)"] = t.wall_s, t.peak_mb
@@ -798,13 +800,19 @@ def _cell(times: dict, peaks: dict, key: str) -> str:
     return f"{times[key]:.2f} ({peaks[key]:.0f})" if key in times else "-"
 
 
+def _today_key(today: dict, label: str) -> str:
+    """The row's name in today's results: its own (a checkout with this script's rows, e.g.
+    the previous stop's) or what the issue-time script called it."""
+    return label if label in today["times"] else TODAY_ROWS[label]
+
+
 def report(results: list[SizeResult], today: list[dict]) -> str:
     by_n = {int(t["tasks"]): t for t in today}
     sizes = [r.tasks for r in results]
     head = f"{'wall s (peak MB)':<24}"
     for n in sizes:
         head += f"{f'{n} today':>18}{f'{n} new':>18}"
-    head += f"{'growth new':>12}{'growth today':>14}   note (new)"
+    head += f"{'growth new':>12}{'growth today':>14}{'new/today':>11}   note (new)"
     lines = [
         "Scale of wfbench (synthetic suites, copies of the demo task, 9 cells each):",
         head,
@@ -815,7 +823,7 @@ def report(results: list[SizeResult], today: list[dict]) -> str:
         line = f"{label:<24}"
         for r in results:
             t = by_n.get(r.tasks)
-            today_cell = _cell(t["times"], t["peaks"], TODAY_ROWS[label]) if t is not None else "-"
+            today_cell = _cell(t["times"], t["peaks"], _today_key(t, label)) if t else "-"
             line += f"{today_cell:>18}{_cell(r.times, r.peaks, label):>18}"
         g = (
             f"{last.times[label] / first.times[label]:.1f}x"
@@ -823,20 +831,27 @@ def report(results: list[SizeResult], today: list[dict]) -> str:
             else "-"
         )
         tf, tl = by_n.get(first.tasks), by_n.get(last.tasks)
-        key = TODAY_ROWS[label]
+        key = _today_key(tl, label) if tl else TODAY_ROWS[label]
         gt = (
             f"{tl['times'][key] / tf['times'][key]:.1f}x"
             if len(results) > 1 and tf and tl and key in tf["times"] and key in tl["times"]
             else "-"
         )
+        vs_today = (
+            f"{last.times[label] / tl['times'][key]:.2f}x"
+            if tl and key in tl["times"] and label in last.times
+            else "-"
+        )
         notes = "; ".join(r.notes.get(label, "") for r in results if r.notes.get(label))
-        line += f"{g:>12}{gt:>14}   {notes}"
+        line += f"{g:>12}{gt:>14}{vs_today:>11}   {notes}"
         lines.append(line)
-    lines.append(
-        "today's 'inputs' rows are `wfbench inputs` (every task re-materialized in process, one "
-        "run per task): a lower bound of its generation's input phase, which launches one queued "
-        "run per task whatever changed; '-' = not run at that size"
-    )
+    if any(UNCHANGED not in t["times"] for t in today):
+        lines.append(
+            "today's 'inputs' rows are `wfbench inputs` (every task re-materialized in process, "
+            "one run per task): a lower bound of its generation's input phase, which launches one "
+            "queued run per task whatever changed"
+        )
+    lines.append("'-' = not run at that size")
     lines.append("checks:")
     for r in results:
         lines.append(

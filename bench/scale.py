@@ -754,7 +754,7 @@ def run_today(
         "--json",
     ]
     script = (checkout / "bench" / "scale.py").read_text(encoding="utf-8")
-    if "--no-orchestration" in script:  # the issue-time script's extra rows, not compared here
+    if 'add_argument("--no-orchestration"' in script:  # the issue-time script's extra rows
         argv.append("--no-orchestration")
     _log(f"today's code: {' '.join(argv)}")
     proc = subprocess.run(argv, cwd=checkout, stdout=subprocess.PIPE, check=True)

@@ -281,3 +281,24 @@ def test_the_power_report_says_plainly_what_a_small_suite_cannot_promise() -> No
     # no pooled history costs power: the report sees it
     bare = power_report(V3, 10, 3, 3.0, 0.0)
     assert bare.power_cheaper20 < small.power_cheaper20
+
+
+def test_the_power_report_names_the_lever_a_small_suite_has_one_more_fresh_canary() -> None:
+    """At 10 tasks the cost test is what one canary per task starves (README, "The ceiling for a
+    gate that holds drift"): the report prices a second one, and only where a run is reused."""
+    from bench_assets.decision.power import power_report, report_lines
+
+    small = power_report(V3, 10, 3, 1.0, 11.0, comparator_reused_per_task=2.0)
+    two = power_report(V3, 10, 3, 2.0, 10.0)
+    assert small.power_one_more_canary == two.power_cheaper20  # the same design, one run fresh
+    assert small.power_one_more_canary is not None
+    assert small.power_one_more_canary > small.power_cheaper20 + 0.03  # measured: 49.6 → 57.1 %
+    text = "\n".join(report_lines(small))
+    assert "one more fresh gate canary per task" in text and "10 more comparator cells" in text
+    # controls: nothing reused, nothing to convert; a suite that already promises 80 %, no line
+    bare = power_report(V3, 10, 3, 3.0, 0.0)
+    assert bare.power_one_more_canary is None
+    assert "gate canary" not in "\n".join(report_lines(bare))
+    large = power_report(V3, 60, 1, 1.0, 9.0, comparator_reused_per_task=1.0)
+    assert large.power_cheaper20 >= 0.8
+    assert "gate canary" not in "\n".join(report_lines(large))

@@ -58,6 +58,10 @@ class PowerReport(BaseModel):
     candidate run per task, for 80 % power on a 20 % cut (``None``: none up to 1000)."""
     cells_for_80_20: float | None
     """The candidate cells it then pays, expected."""
+    power_one_more_canary: float | None = None
+    """Power for a 20 % cut with one more fresh gate canary per task (one reused comparator run
+    per task paid fresh instead: ``tasks`` more comparator cells a generation, and the cost test
+    leans less on old cells); ``None``: no comparator run is reused to convert."""
 
 
 def _runs_per_look(policy: PolicyConfig, tasks: int, first: int) -> list[float]:
@@ -148,8 +152,11 @@ def power_report(
     *,
     p_range: tuple[float, float] = (0.3, 0.95),
     run_sd: float = 0.3,
+    comparator_reused_per_task: float = 0.0,
 ) -> PowerReport:
-    """The design's promises on this suite (see the module)."""
+    """The design's promises on this suite (see the module). ``comparator_reused_per_task``
+    (part of the old runs: the planned comparator runs reused, not the pooled history) says
+    whether one more gate canary per task is there to buy."""
     args = (comparator_fresh_per_task, comparator_old_per_task)
 
     def prob(n: int, delta: float, cost: float, first: int = first_runs) -> tuple[float, float]:
@@ -177,6 +184,10 @@ def power_report(
             needed_cells = cells80
             break
         n = n + max(1, n // 10)
+    one_more = None
+    if comparator_reused_per_task >= 1:
+        more = (comparator_fresh_per_task + 1, comparator_old_per_task - 1)
+        one_more = _probabilities(policy, tasks, first_runs, *more, 0.0, cut20, p_range, run_sd)[0]
     last = _runs_per_look(policy, tasks, first_runs)[-1]
     max_runs = math.ceil(last - 1e-9)
     return PowerReport(
@@ -196,6 +207,7 @@ def power_report(
         power_cap=prob(tasks, 0.0, math.log(0.4))[0],
         tasks_for_80_20=needed,
         cells_for_80_20=needed_cells,
+        power_one_more_canary=one_more,
     )
 
 
@@ -219,6 +231,12 @@ def report_lines(r: PowerReport) -> list[str]:
         f" (exactly the {r.resolve_margin:g} margin worse: {r.promote_worse_margin:.0%})",
         f"  minimum detectable cost cut (80 % power): {mde}",
     ]
+    if r.power_one_more_canary is not None and r.power_cheaper20 < 0.8:
+        lines.append(
+            f"  one more fresh gate canary per task (reuse.gate_canaries_per_task + 1: {r.tasks} "
+            f"more comparator cells a generation, less trust in old cells): power "
+            f"{r.power_one_more_canary:.0%}"
+        )
     if r.tasks_for_80_20 is None:
         lines.append("  80 % power with ≤ 20 % on 10-point drops: not reachable by this design")
     elif r.power_cheaper20 < 0.8 or r.promote_worse10 > 0.2:
@@ -243,5 +261,10 @@ def decision_report(d: "Decision") -> PowerReport | None:
     n = s.counted_tasks
     p = s.pooled
     return power_report(
-        d.policy, n, s.sequential.first_runs, p.fresh_runs / n, (p.reused_runs + p.pooled_runs) / n
+        d.policy,
+        n,
+        s.sequential.first_runs,
+        p.fresh_runs / n,
+        (p.reused_runs + p.pooled_runs) / n,
+        comparator_reused_per_task=p.reused_runs / n,
     )

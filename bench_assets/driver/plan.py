@@ -387,5 +387,12 @@ def power_lines(bench: Benchmark, cells_plan: list[PlannedCell], tasks: list[str
     reused = sum(c.arm == inc and c.action == "reuse" for c in cells_plan if c.task in applies)
     n = len(applies)
     pooled = policy.max_pooled_runs * n if reused and policy.pooled_history else 0
-    report = power_report(policy, n, bench.config.runs, fresh / n, (reused + pooled) / n)
+    report = power_report(
+        policy,
+        n,
+        bench.config.runs,
+        fresh / n,
+        (reused + pooled) / n,
+        comparator_reused_per_task=reused / n,
+    )
     return report_lines(report)

@@ -1,10 +1,13 @@
 """Shared fixtures: a small, valid benchmark directory built from scratch in tmp_path."""
 
 import functools
+import importlib
 import re
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import yaml
@@ -74,6 +77,16 @@ TASK = {
     "oracle": {"files": ["test_oracle_alpha.py"]},
     "protected": ["conftest.py"],
 }
+
+
+def bench_script(name: str) -> ModuleType:
+    """``bench/<name>.py`` imported as a module, leaving ``sys.path`` as it was (the scripts put
+    ``bench/`` first on it to find ``gate_sim``)."""
+    saved = list(sys.path)
+    try:
+        return importlib.import_module(f"bench.{name}")
+    finally:
+        sys.path[:] = saved
 
 
 def write_yaml(path: Path, data: object) -> Path:

@@ -1,19 +1,15 @@
 """``bench/gate_bound.py``: the drift-robust ceiling on issue 23's 10-task power row is only as good
 as its two oracles, so these hold each to its level and to the closed form it prints beside it."""
 
-import importlib
-import sys
 from types import ModuleType
 
 import pytest
 
+from tests.conftest import bench_script
+
 
 def _bound() -> ModuleType:
-    saved = list(sys.path)  # the script puts bench/ first on the path to find gate_sim
-    try:
-        return importlib.import_module("bench.gate_bound")
-    finally:
-        sys.path[:] = saved
+    return bench_script("gate_bound")
 
 
 COMMON = dict(tasks=10, comp_runs=12, generations=1500, seed=7, margin=0.10, resolve_error=0.20)

@@ -10,9 +10,7 @@ generation, chosen among cells that exist.
 """
 
 import datetime as dt
-import importlib
 import random
-import sys
 from typing import Any
 
 from bench_assets.cells.pipeline import InputIdentity
@@ -28,7 +26,7 @@ from bench_assets.generation.planner import (
 )
 from bench_assets.inputs.binding import TaskBinding
 from bench_assets.tasks.catalog import load_benchmark
-from tests.conftest import DEMO_TASKS
+from tests.conftest import DEMO_TASKS, bench_script
 
 NOW = dt.datetime(2026, 11, 30, 3, 0, tzinfo=dt.UTC)
 
@@ -55,11 +53,7 @@ def gate(
 
 def test_default_is_one_gate_canary_per_task_and_calibration_plays_it() -> None:
     assert ReuseConfig().gate_canaries_per_task == 1
-    saved = list(sys.path)  # the script puts bench/ first on the path to find gate_sim
-    try:
-        calibration = importlib.import_module("bench.gate_calibration")
-    finally:
-        sys.path[:] = saved
+    calibration = bench_script("gate_calibration")
     assert calibration.CANARIES_PER_TASK == ReuseConfig().gate_canaries_per_task
 
 

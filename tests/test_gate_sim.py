@@ -6,21 +6,17 @@ tests hold the worlds to what the README's rows say they are.
 """
 
 import dataclasses
-import importlib
 import math
-import sys
 from types import ModuleType
 
 import numpy as np
 import pytest
 
+from tests.conftest import bench_script
+
 
 def _calibration() -> ModuleType:
-    saved = list(sys.path)  # the script puts bench/ first on the path to find gate_sim
-    try:
-        return importlib.import_module("bench.gate_calibration")
-    finally:
-        sys.path[:] = saved
+    return bench_script("gate_calibration")
 
 
 @pytest.mark.parametrize("name, drift", [("drift20", 0.20), ("drift30", 0.30)])

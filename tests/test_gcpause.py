@@ -2,9 +2,12 @@
 
 import gc
 import threading
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from bench_assets.kernel import gcpause
 from bench_assets.kernel.gcpause import gc_paused
 
 
@@ -78,17 +81,51 @@ def test_overlapping_threads_resume_when_the_last_one_leaves():
     assert gc.isenabled()
 
 
-def test_the_console_script_freezes_the_heap_before_the_process_exits():
-    """``wfbench`` (the click group called as a script) freezes; ``main.main`` (tests) does not."""
+def test_the_console_script_freezes_the_heap_before_the_process_exits(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """``wfbench`` (the click group called as a script) freezes and says the process ends with
+    its command; ``main.main`` (tests) does neither."""
     from bench_assets.cli import main
 
+    monkeypatch.setattr(gcpause, "_exits_after_command", False)
     gc.unfreeze()
     try:
         with pytest.raises(SystemExit):
             main.main(["--version"])
-        assert gc.get_freeze_count() == 0
+        assert gc.get_freeze_count() == 0 and not gcpause._exits_after_command
         with pytest.raises(SystemExit):
             main(["--version"])
-        assert gc.get_freeze_count() > 0
+        assert gc.get_freeze_count() > 0 and gcpause._exits_after_command
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("exits", [True, False])
+def test_a_whole_command_leaves_the_collector_off_only_in_a_process_that_exits_after_it(
+    monkeypatch: pytest.MonkeyPatch, exits: bool
+):
+    monkeypatch.setattr(gcpause, "_exits_after_command", exits)
+    with gc_paused(until_exit=True):
+        with gc_paused():  # materialize_decision's own pause, nested
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled() is not exits
+    # work that is not the whole command (a decision inside `wfbench evolve`) always resumes
+    gc.enable()
+    with gc_paused():
+        pass
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("exits", [True, False])
+@pytest.mark.parametrize("command", ["plan", "decide"])
+def test_plan_and_decide_are_such_commands(
+    monkeypatch: pytest.MonkeyPatch, bench_dir: Path, exits: bool, command: str
+):
+    from bench_assets.cli import main
+
+    monkeypatch.setattr(gcpause, "_exits_after_command", exits)
+    res = CliRunner().invoke(main, [command, "--tasks", str(bench_dir), "--json"])
+    assert res.exit_code == 0 or command == "decide", res.output  # decide: no cells yet
+    assert gc.isenabled() is not exits

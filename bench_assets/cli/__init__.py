@@ -26,7 +26,7 @@ from bench_assets import __version__
 from bench_assets.cli import cells, decision, doctor, generation, suites, tasks
 from bench_assets.cli.common import EXIT_FAILED, exit_code_for, fail
 from bench_assets.kernel.errors import ValidationFailed, WfbenchError
-from bench_assets.kernel.gcpause import freeze_before_exit
+from bench_assets.kernel.gcpause import freeze_before_exit, process_exits_after_command
 
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
@@ -57,7 +57,9 @@ class _Group(click.Group):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """The console script (``wfbench``, ``python -m bench_assets.cli``): the process exits
         when the command returns, so its heap is frozen first
-        (:func:`~bench_assets.kernel.gcpause.freeze_before_exit`). Tests call ``main.main``."""
+        (:func:`~bench_assets.kernel.gcpause.freeze_before_exit`), and a bounded command
+        (``decide``, ``plan``) leaves the collector off to the end. Tests call ``main.main``."""
+        process_exits_after_command()
         try:
             return super().__call__(*args, **kwargs)
         finally:

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 @tasks_option
 @click.option("--generation", default="", help="Generation id recorded on the decision.")
 @json_option("Print the decision metadata as JSON.")
-@gc_paused()
+@gc_paused(until_exit=True)
 def decide(tasks_dir: Path, generation: str, as_json: bool) -> None:
     """Aggregate every task's cells, run the promotion gate, write the report and ledger entry.
 

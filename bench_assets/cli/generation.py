@@ -135,7 +135,7 @@ def evolve(
 @click.option("--explain", "explain_all", is_flag=True, help="Print the reason for every cell.")
 @json_option("Print a list of {task, arm, run, action, reason} objects.")
 @include_expensive_option
-@gc_paused()
+@gc_paused(until_exit=True)
 def plan(tasks_dir: Path, explain_all: bool, as_json: bool, include_expensive: bool) -> None:
     """Plan the next generation as `wfbench evolve` would: which cells run, which are reused, why.
 

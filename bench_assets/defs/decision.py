@@ -67,7 +67,7 @@ from bench_assets.generation import apply as apply_mod
 from bench_assets.kernel.errors import InputError, IntegrityError
 from bench_assets.kernel.fsutil import atomic_write_json, atomic_write_text
 from bench_assets.kernel.gcpause import gc_paused
-from bench_assets.kernel.hashing import sha256_json, short
+from bench_assets.kernel.hashing import canonical_and_digest, sha256_json, short
 from bench_assets.kernel.store import ArtifactStore
 from bench_assets.tasks.catalog import Benchmark
 
@@ -151,9 +151,8 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
             + "\n".join(lines)
             + (f"\n... and {more} more (see record_path)" if more else "")
         )
-    body = aset.model_dump(mode="json")
-    digest = sha256_json(body)
-    path = atomic_write_json(bench.artifacts().aggregate_set(digest), body, compact=True)
+    text, digest = canonical_and_digest(aset.model_dump(mode="json"))
+    path = atomic_write_text(bench.artifacts().aggregate_set(digest), text + "\n")
     remember_aggregate_set(path, aset)
     incomplete = {a.task: a.missing_cells for a in aset.tasks if a.missing_cells}
     listed = "; ".join(f"{t}: {', '.join(cells)}" for t, cells in sorted(incomplete.items()))
@@ -426,7 +425,7 @@ def promotion_decision(
         refused=refused,
     )
     body = doc.model_dump(mode="json")
-    digest = sha256_json(body)
+    text, digest = canonical_and_digest(body)
     folder = artifacts.decision(digest)
     atomic_write_json(folder / "gate-input.json", inp.model_dump(mode="json"), compact=True)
     for ri in review_inputs:
@@ -435,7 +434,7 @@ def promotion_decision(
             ri.model_dump(mode="json"),
             compact=True,
         )
-    decision_path = atomic_write_json(folder / "decision.json", body, compact=True)
+    decision_path = atomic_write_text(folder / "decision.json", text + "\n")
     remember_decision(decision_path, doc)
     entry = ledger_mod.append(
         artifacts.ledger(),

@@ -65,7 +65,7 @@ from bench_assets.exports.plugin_eval import report_section as skill_eval_sectio
 from bench_assets.gate import review as review_gate
 from bench_assets.generation import apply as apply_mod
 from bench_assets.kernel.errors import InputError, IntegrityError
-from bench_assets.kernel.fsutil import atomic_write_json, atomic_write_text
+from bench_assets.kernel.fsutil import atomic_write_canonical, atomic_write_json, atomic_write_text
 from bench_assets.kernel.gcpause import gc_paused
 from bench_assets.kernel.hashing import canonical_and_digest, sha256_json, short
 from bench_assets.kernel.store import ArtifactStore
@@ -152,7 +152,7 @@ def aggregates(context: dg.AssetExecutionContext, bench: BenchResource) -> dg.Ma
             + (f"\n... and {more} more (see record_path)" if more else "")
         )
     text, digest = canonical_and_digest(aset.model_dump(mode="json"))
-    path = atomic_write_text(bench.artifacts().aggregate_set(digest), text + "\n")
+    path = atomic_write_canonical(bench.artifacts().aggregate_set(digest), text)
     remember_aggregate_set(path, aset)
     incomplete = {a.task: a.missing_cells for a in aset.tasks if a.missing_cells}
     listed = "; ".join(f"{t}: {', '.join(cells)}" for t, cells in sorted(incomplete.items()))
@@ -434,7 +434,7 @@ def promotion_decision(
             ri.model_dump(mode="json"),
             compact=True,
         )
-    decision_path = atomic_write_text(folder / "decision.json", text + "\n")
+    decision_path = atomic_write_canonical(folder / "decision.json", text)
     remember_decision(decision_path, doc)
     entry = ledger_mod.append(
         artifacts.ledger(),

@@ -57,9 +57,15 @@ def atomic_write_json(path: Path, value: Any, *, mode: int = 0o644, compact: boo
     (about 3 s of a profiled 1,000-task decision). Readers parse either; ``wfbench explain
     --json`` prints them indented."""
     if compact:
-        text = canonical_json(value)
-    else:
-        text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+        return atomic_write_canonical(path, canonical_json(value), mode=mode)
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+    return atomic_write_text(path, text + "\n", mode=mode)
+
+
+def atomic_write_canonical(path: Path, text: str, *, mode: int = 0o644) -> Path:
+    """Write canonical JSON ``text`` (:func:`~bench_assets.kernel.hashing.canonical_and_digest`,
+    encoded once for the digest that names the file) as ``atomic_write_json(compact=True)``
+    writes it."""
     return atomic_write_text(path, text + "\n", mode=mode)
 
 

@@ -144,6 +144,38 @@ def test_a_record_stored_canonical_is_verified_by_its_bytes(
         assert load_verified(p, dv)[1] != dv, p
 
 
+@pytest.mark.parametrize("attack", ["duplicate_key", "extra_field", "another_cells_record"])
+def test_forged_record_bytes_never_verify_by_the_byte_path(tmp_path: Path, attack: str) -> None:
+    """Attacks on the byte check the issue did not describe: JSON with a duplicate key (the
+    parser keeps the last: a cheaper cost after the genuine one), a field the schema does not
+    have, and the genuine canonical bytes of another cell's record put under this cell's data
+    version. Each is refused: not the digest recorded, or not a record at all."""
+    from bench_assets.cells.records import RecordCorrupt
+    from bench_assets.kernel.hashing import canonical_json
+
+    record = rec("w", 0)
+    dv = record.data_version
+    path = write_record(tmp_path / "cell", record)
+    text = path.read_text().rstrip("\n")
+    if attack == "duplicate_key":
+        forged = text[:-1] + ',"cost_usd":0.01}'
+    elif attack == "extra_field":
+        forged = text[:-1] + ',"verified_by":"oracle"}'
+    else:
+        forged = canonical_json(rec("w", 1).model_dump(mode="json"))
+    assert forged != text
+    time.sleep(0.01)
+    path.write_text(forged + "\n")
+    if attack == "extra_field":
+        with pytest.raises(RecordCorrupt):
+            load_verified(path, dv)
+        return
+    loaded, digest = load_verified(path, dv)
+    assert digest != dv
+    if attack == "duplicate_key":
+        assert loaded.cost_usd == 0.01  # what a reader would have been fooled into
+
+
 def test_a_value_a_writer_remembers_is_served_only_while_its_file_is_unchanged(
     tmp_path: Path,
 ) -> None:
